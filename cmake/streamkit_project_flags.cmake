@@ -1,0 +1,13 @@
+# Flags for streamkit's own tests, benchmarks and examples; never applied to the INTERFACE target.
+add_library(streamkit_project_flags INTERFACE)
+target_compile_options(streamkit_project_flags INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Werror>
+  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra -Werror=all-warnings --expt-relaxed-constexpr -lineinfo>)
+
+option(STREAMKIT_SANITIZE "Build streamkit's own host code with AddressSanitizer and UBSan" OFF)
+if(STREAMKIT_SANITIZE)
+  target_compile_options(streamkit_project_flags INTERFACE
+    $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined -fno-omit-frame-pointer>
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-fsanitize=address,-fsanitize=undefined,-fno-omit-frame-pointer>)
+  target_link_options(streamkit_project_flags INTERFACE -fsanitize=address,undefined)
+endif()

@@ -1,0 +1,84 @@
+#pragma once
+/// @file error.hpp
+/// The error model: one exception type for CUDA failures, macros that check CUDA calls and
+/// preconditions, and the helper that `noexcept` destructors use to release resources at exit.
+
+#include <cuda_runtime_api.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace streamkit {
+
+/// Thrown when a CUDA runtime call fails. Carries the error code, its name and text, the call
+/// that failed and where it was made.
+class cuda_error : public std::runtime_error {
+ public:
+  cuda_error(cudaError_t error, const char* call, const char* file, int line)
+      : std::runtime_error(std::string("CUDA error ") + cudaGetErrorName(error) + " (" +
+                           std::to_string(static_cast<int>(error)) + "): " + cudaGetErrorString(error) +
+                           "\n  in " + call + "\n  at " + file + ":" + std::to_string(line)),
+        error_(error),
+        call_(call),
+        file_(file),
+        line_(line)
+  {
+  }
+
+  /// The CUDA error code.
+  [[nodiscard]] cudaError_t error() const noexcept { return error_; }
+  /// The symbolic name of the error, e.g. "cudaErrorMemoryAllocation".
+  [[nodiscard]] const char* name() const noexcept { return cudaGetErrorName(error_); }
+  /// The runtime's description of the error.
+  [[nodiscard]] const char* description() const noexcept { return cudaGetErrorString(error_); }
+  /// The source text of the call that failed.
+  [[nodiscard]] const std::string& call() const noexcept { return call_; }
+  [[nodiscard]] const std::string& file() const noexcept { return file_; }
+  [[nodiscard]] int line() const noexcept { return line_; }
+
+ private:
+  cudaError_t error_;
+  std::string call_;
+  std::string file_;
+  int line_;
+};
+
+namespace detail {
+
+/// Throws cuda_error for a failed call. Clears the runtime's non-sticky error state first, so a
+/// later cudaPeekAtLastError does not report this failure a second time.
+[[noreturn]] inline void throw_cuda_error(cudaError_t error, const char* call, const char* file, int line)
+{
+  static_cast<void>(cudaGetLastError());
+  throw cuda_error(error, call, file, line);
+}
+
+/// For `noexcept` destructors: a release that fails because the runtime is shutting down (static
+/// destruction order at program exit) is expected and ignored; any other failure is cleared so it
+/// does not surface in an unrelated later call.
+inline void ignore_release_error(cudaError_t error) noexcept
+{
+  if (error != cudaSuccess) { static_cast<void>(cudaGetLastError()); }
+}
+
+}  // namespace detail
+}  // namespace streamkit
+
+/// Evaluates a CUDA runtime call and throws streamkit::cuda_error if it does not return cudaSuccess.
+#define STREAMKIT_CUDA_TRY(call)                                                              \
+  do {                                                                                        \
+    cudaError_t const streamkit_status_ = (call);                                             \
+    if (streamkit_status_ != cudaSuccess) {                                                   \
+      ::streamkit::detail::throw_cuda_error(streamkit_status_, #call, __FILE__, __LINE__);    \
+    }                                                                                         \
+  } while (0)
+
+/// Checks the launch that was just made (bad configuration, missing kernel image, ...).
+#define STREAMKIT_CHECK_LAUNCH() STREAMKIT_CUDA_TRY(cudaPeekAtLastError())
+
+/// Throws `exception_type(message)` unless `condition` holds. `message` is only evaluated on failure,
+/// so it may build a string that names the argument and its bad value.
+#define STREAMKIT_EXPECTS(condition, exception_type, message)                                 \
+  do {                                                                                        \
+    if (!(condition)) { throw exception_type(std::string(message)); }                         \
+  } while (0)
