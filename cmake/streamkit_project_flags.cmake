@@ -2,7 +2,7 @@
 add_library(streamkit_project_flags INTERFACE)
 target_compile_options(streamkit_project_flags INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Werror>
-  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra -Werror=all-warnings --expt-relaxed-constexpr -lineinfo>)
+  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra -Werror=all-warnings -lineinfo>)
 
 option(STREAMKIT_SANITIZE "Build streamkit's own host code with AddressSanitizer and UBSan" OFF)
 if(STREAMKIT_SANITIZE)

@@ -1,0 +1,85 @@
+// Haversine nearest neighbour: GPU time per search (events), pairs/s.
+//   bench_nearest_neighbor --benchmark_format=json > nn.json
+#include "gpu_timing.hpp"
+
+#include <streamkit/device_buffer.hpp>
+#include <streamkit/nearest_neighbor.cuh>
+
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace {
+
+/// Uniform random points on the sphere, radians, fixed seed.
+void random_points(std::size_t count, std::uint64_t seed, std::vector<float>& lat, std::vector<float>& lon)
+{
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  lat.resize(count);
+  lon.resize(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    lat[i] = static_cast<float>(std::asin(2.0 * u(rng) - 1.0));
+    lon[i] = static_cast<float>(streamkit::pi * (2.0 * u(rng) - 1.0));
+  }
+}
+
+streamkit::device_buffer<float> upload(std::vector<float> const& host, streamkit::stream const& s)
+{
+  streamkit::device_buffer<float> buffer(host.size(), s);
+  buffer.copy_from_host_async(cuda::std::span<float const>(host.data(), host.size()), s);
+  return buffer;
+}
+
+void nearest(benchmark::State& state, streamkit::nn_precision precision, bool include_prepare)
+{
+  if (!streamkit_bench::require_gpu(state)) { return; }
+  auto const n = static_cast<std::size_t>(state.range(0));
+  auto const m = static_cast<std::size_t>(state.range(1));
+  streamkit::stream const s(0);
+  std::vector<float> lat, lon;
+  random_points(n, 1, lat, lon);
+  auto const obs_lat = upload(lat, s);
+  auto const obs_lon = upload(lon, s);
+  random_points(m, 2, lat, lon);
+  auto const ref_lat = upload(lat, s);
+  auto const ref_lon = upload(lon, s);
+  streamkit::device_buffer<std::int32_t> index(n, s);
+  streamkit::device_buffer<float> distance(n, s);
+  streamkit::nearest_options options;
+  options.precision = precision;
+  options.on_invalid = streamkit::invalid_points::mark;  // no validation sync inside the timed region
+  auto const observations = streamkit::points_ref<float>::separate(obs_lat.data(), obs_lon.data(), n);
+  auto const references = streamkit::points_ref<float>::separate(ref_lat.data(), ref_lon.data(), m);
+  streamkit::haversine_index<float> prepared(references, options, s);
+  streamkit::nearest_result_ref<std::int32_t, float> const result{index.data(), distance.data()};
+  streamkit_bench::time_on_stream(state, s, [&](streamkit::stream_ref stream) {
+    if (include_prepare) { prepared.update(references, stream); }
+    prepared.query_async(observations, result, stream);
+  });
+  state.counters["pairs_per_s"] =
+    benchmark::Counter(static_cast<double>(n) * static_cast<double>(m), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["N"] = static_cast<double>(n);
+  state.counters["M"] = static_cast<double>(m);
+}
+
+void fast(benchmark::State& state) { nearest(state, streamkit::nn_precision::fast, false); }
+void fast_with_update(benchmark::State& state) { nearest(state, streamkit::nn_precision::fast, true); }
+void exact(benchmark::State& state) { nearest(state, streamkit::nn_precision::exact, false); }
+
+void shapes(benchmark::internal::Benchmark* b)
+{
+  b->Args({1 << 16, 1 << 13})->Args({1 << 24, 1 << 14})->Args({1 << 10, 1 << 22})->Args({1 << 20, 1 << 16});
+  b->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+}
+
+}  // namespace
+
+BENCHMARK(fast)->Apply(shapes);
+BENCHMARK(fast_with_update)->Args({1 << 16, 1 << 13})->Args({1 << 24, 1 << 14})->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(exact)->Args({1 << 16, 1 << 13})->Args({1 << 24, 1 << 14})->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitions(3)->ReportAggregatesOnly(true);
+
+BENCHMARK_MAIN();

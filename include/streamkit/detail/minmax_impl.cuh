@@ -1,0 +1,262 @@
+#pragma once
+// Host facade of column min-max scaling: validation, dispatch and launches.
+
+#include <streamkit/detail/minmax_kernels.cuh>
+#include <streamkit/device.hpp>
+#include <streamkit/error.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace streamkit {
+namespace detail {
+
+template <class T>
+void expect_options(minmax_options<T> const& options)
+{
+  STREAMKIT_EXPECTS(std::isfinite(options.lo) && std::isfinite(options.hi) && options.lo < options.hi, std::invalid_argument,
+                    "feature_range: needs finite lo < hi, got (" + std::to_string(options.lo) + ", " +
+                      std::to_string(options.hi) + ")");
+}
+
+template <class T>
+void expect_same_shape(matrix_ref<T const> const& in, matrix_ref<T> const& out)
+{
+  STREAMKIT_EXPECTS(in.rows == out.rows && in.cols == out.cols, std::invalid_argument,
+                    "out: shape " + std::to_string(out.rows) + " x " + std::to_string(out.cols) + " does not match the input's " +
+                      std::to_string(in.rows) + " x " + std::to_string(in.cols));
+}
+
+template <class T>
+scaling<T> scaling_of(minmax_options<T> const& options) noexcept
+{
+  return {options.lo, options.hi, options.clip};
+}
+
+inline unsigned blocks_for(std::size_t count, unsigned block)
+{
+  return static_cast<unsigned>(std::clamp<std::size_t>((count + block - 1) / block, 1, 1U << 20));
+}
+
+/// Folds x into the ordered accumulators: one block per 32 columns (row-major) or 8 columns
+/// (column-major) per row chunk, with chunks sized so the grid fills the device a few times over.
+template <class T>
+void reduce_into(matrix_ref<T const> const& x, ordered_t<T>* min_bits, ordered_t<T>* max_bits, stream_ref stream)
+{
+  if (x.rows == 0 || x.cols == 0) { return; }
+  bool const row_major = x.order == layout::row_major;
+  std::size_t const column_blocks = (x.cols + (row_major ? rows_block_x : rows_block_y) - 1) / (row_major ? rows_block_x : rows_block_y);
+  int sm_count = 0;
+  STREAMKIT_CUDA_TRY(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, stream.device()));
+  std::size_t const wanted_blocks = static_cast<std::size_t>(sm_count) * 32;
+  std::size_t const row_chunks = std::clamp<std::size_t>(wanted_blocks / column_blocks, 1, 65535);
+  std::size_t const minimum_rows = row_major ? 64 : 256;
+  std::size_t rows_per_block = std::max((x.rows + row_chunks - 1) / row_chunks, minimum_rows);
+  rows_per_block = std::max(rows_per_block, (x.rows + 65534) / 65535);
+  dim3 const grid(static_cast<unsigned>(column_blocks), static_cast<unsigned>((x.rows + rows_per_block - 1) / rows_per_block));
+  minmax_reduce<T><<<grid, dim3(rows_block_x, rows_block_y), 0, stream.value()>>>(x, rows_per_block, min_bits, max_bits);
+  STREAMKIT_CHECK_LAUNCH();
+}
+
+template <class T>
+void reset_bits(std::size_t cols, ordered_t<T>* min_bits, ordered_t<T>* max_bits, stream_ref stream)
+{
+  minmax_reset<T><<<blocks_for(cols, 256), 256, 0, stream.value()>>>(cols, min_bits, max_bits);
+  STREAMKIT_CHECK_LAUNCH();
+}
+
+template <class T>
+void finalize(std::size_t cols, ordered_t<T> const* min_bits, ordered_t<T> const* max_bits, scaling<T> const& s, T* min,
+              T* max, T* scale, stream_ref stream)
+{
+  minmax_finalize<T><<<blocks_for(cols, 256), 256, 0, stream.value()>>>(cols, min_bits, max_bits, s, min, max, scale);
+  STREAMKIT_CHECK_LAUNCH();
+}
+
+template <class T, bool Inverse>
+void apply(matrix_ref<T const> const& in, matrix_ref<T> const& out, T const* min, T const* scale, scaling<T> const& s,
+           stream_ref stream)
+{
+  if (in.rows == 0 || in.cols == 0) { return; }
+  minmax_apply<T, Inverse><<<blocks_for(in.rows * in.cols, 256), 256, 0, stream.value()>>>(in, out, min, scale, s);
+  STREAMKIT_CHECK_LAUNCH();
+}
+
+}  // namespace detail
+
+template <class T>
+void column_minmax_async(matrix_ref<T const> x, T* min, T* max, stream_ref stream)
+{
+  detail::expect_matrix(x, "x");
+  STREAMKIT_EXPECTS((min != nullptr && max != nullptr) || x.cols == 0, std::invalid_argument,
+                    "min, max: null outputs for " + std::to_string(x.cols) + " columns");
+  if (x.cols == 0) { return; }
+  device_guard guard(stream.device());
+  device_buffer<detail::ordered_t<T>> bits(2 * x.cols, stream);
+  device_buffer<T> scale(x.cols, stream);
+  detail::reset_bits<T>(x.cols, bits.data(), bits.data() + x.cols, stream);
+  detail::reduce_into(x, bits.data(), bits.data() + x.cols, stream);
+  detail::finalize(x.cols, bits.data(), bits.data() + x.cols, detail::scaling<T>{T(0), T(1), false}, min, max, scale.data(), stream);
+}
+
+template <class T>
+void column_minmax(matrix_ref<T const> x, T* min, T* max)
+{
+  column_minmax_async(x, min, max, stream_ref::per_thread_default());
+  stream_ref::per_thread_default().sync();
+}
+
+template <class T>
+void minmax_normalize_async(matrix_ref<T const> in, matrix_ref<T> out, minmax_options<T> const& options, stream_ref stream,
+                            T* min, T* max)
+{
+  detail::expect_options(options);
+  detail::expect_matrix(in, "in");
+  detail::expect_matrix(out, "out");
+  detail::expect_same_shape(in, out);
+  if (in.rows == 0 || in.cols == 0) { return; }
+  device_guard guard(stream.device());
+  auto const s = detail::scaling_of(options);
+  if (in.order == layout::row_major && in.rows <= detail::rows_fused_limit) {
+    unsigned const blocks = static_cast<unsigned>((in.cols + detail::rows_block_x - 1) / detail::rows_block_x);
+    detail::minmax_rows_fused<T><<<blocks, dim3(detail::rows_block_x, detail::rows_block_y), 0, stream.value()>>>(in, out, s, min, max);
+    STREAMKIT_CHECK_LAUNCH();
+    return;
+  }
+  if (in.order == layout::column_major && in.rows <= detail::cols_fused_limit) {
+    detail::minmax_cols_fused<T><<<detail::blocks_for(in.cols, 8), 256, 0, stream.value()>>>(in, out, s, min, max);
+    STREAMKIT_CHECK_LAUNCH();
+    return;
+  }
+  device_buffer<detail::ordered_t<T>> bits(2 * in.cols, stream);
+  device_buffer<T> fitted(3 * in.cols, stream);
+  T* const min_out = min != nullptr ? min : fitted.data();
+  T* const max_out = max != nullptr ? max : fitted.data() + in.cols;
+  detail::reset_bits<T>(in.cols, bits.data(), bits.data() + in.cols, stream);
+  detail::reduce_into(in, bits.data(), bits.data() + in.cols, stream);
+  detail::finalize(in.cols, bits.data(), bits.data() + in.cols, s, min_out, max_out, fitted.data() + 2 * in.cols, stream);
+  detail::apply<T, false>(in, out, min_out, fitted.data() + 2 * in.cols, s, stream);
+}
+
+template <class T>
+void minmax_normalize(matrix_ref<T const> in, matrix_ref<T> out, minmax_options<T> const& options)
+{
+  minmax_normalize_async(in, out, options, stream_ref::per_thread_default());
+  stream_ref::per_thread_default().sync();
+}
+
+template <class T>
+minmax_scaler<T>::minmax_scaler(minmax_options<T> const& options) : options_(options)
+{
+  detail::expect_options(options);
+}
+
+template <class T>
+void minmax_scaler<T>::accumulate(matrix_ref<T const> x, stream_ref stream, bool reset)
+{
+  detail::expect_matrix(x, "x");
+  STREAMKIT_EXPECTS(x.rows > 0 && x.cols > 0, std::invalid_argument,
+                    "x: cannot fit " + std::to_string(x.rows) + " x " + std::to_string(x.cols) + " elements");
+  bool const fresh = reset || !fitted();
+  STREAMKIT_EXPECTS(fresh || x.cols == features_, std::invalid_argument,
+                    "x: has " + std::to_string(x.cols) + " columns, the scaler was fitted on " + std::to_string(features_));
+  device_guard guard(stream.device());
+  if (fresh) {
+    if (min_.size() != x.cols || min_.device() != stream.device()) {
+      min_bits_ = device_buffer<detail::ordered_t<T>>(x.cols, stream);
+      max_bits_ = device_buffer<detail::ordered_t<T>>(x.cols, stream);
+      min_ = device_buffer<T>(x.cols, stream);
+      max_ = device_buffer<T>(x.cols, stream);
+      scale_ = device_buffer<T>(x.cols, stream);
+    }
+    detail::reset_bits<T>(x.cols, min_bits_.data(), max_bits_.data(), stream);
+  }
+  for (auto* buffer : {&min_, &max_, &scale_}) { buffer->set_stream(stream); }
+  min_bits_.set_stream(stream);
+  max_bits_.set_stream(stream);
+  detail::reduce_into(x, min_bits_.data(), max_bits_.data(), stream);
+  detail::finalize(x.cols, min_bits_.data(), max_bits_.data(), detail::scaling_of(options_), min_.data(), max_.data(),
+                   scale_.data(), stream);
+  features_ = x.cols;
+}
+
+template <class T>
+void minmax_scaler<T>::fit_async(matrix_ref<T const> x, stream_ref stream)
+{
+  accumulate(x, stream, true);
+}
+
+template <class T>
+void minmax_scaler<T>::partial_fit_async(matrix_ref<T const> x, stream_ref stream)
+{
+  accumulate(x, stream, false);
+}
+
+template <class T>
+void minmax_scaler<T>::expect_fitted(matrix_ref<T const> const& x, char const* what) const
+{
+  STREAMKIT_EXPECTS(fitted(), std::logic_error, std::string(what) + "() before fit()");
+  detail::expect_matrix(x, "x");
+  STREAMKIT_EXPECTS(x.cols == features_, std::invalid_argument,
+                    "x: has " + std::to_string(x.cols) + " columns, the scaler was fitted on " + std::to_string(features_));
+}
+
+template <class T>
+void minmax_scaler<T>::transform_async(matrix_ref<T const> x, matrix_ref<T> out, stream_ref stream) const
+{
+  expect_fitted(x, "transform");
+  detail::expect_matrix(out, "out");
+  detail::expect_same_shape(x, out);
+  device_guard guard(stream.device());
+  detail::apply<T, false>(x, out, min_.data(), scale_.data(), detail::scaling_of(options_), stream);
+}
+
+template <class T>
+void minmax_scaler<T>::inverse_transform_async(matrix_ref<T const> x, matrix_ref<T> out, stream_ref stream) const
+{
+  expect_fitted(x, "inverse_transform");
+  detail::expect_matrix(out, "out");
+  detail::expect_same_shape(x, out);
+  device_guard guard(stream.device());
+  detail::apply<T, true>(x, out, min_.data(), scale_.data(), detail::scaling_of(options_), stream);
+}
+
+template <class T>
+void minmax_scaler<T>::fit(matrix_ref<T const> x)
+{
+  fit_async(x, stream_ref::per_thread_default());
+  stream_ref::per_thread_default().sync();
+}
+template <class T>
+void minmax_scaler<T>::partial_fit(matrix_ref<T const> x)
+{
+  partial_fit_async(x, stream_ref::per_thread_default());
+  stream_ref::per_thread_default().sync();
+}
+template <class T>
+void minmax_scaler<T>::transform(matrix_ref<T const> x, matrix_ref<T> out) const
+{
+  transform_async(x, out, stream_ref::per_thread_default());
+  stream_ref::per_thread_default().sync();
+}
+template <class T>
+void minmax_scaler<T>::inverse_transform(matrix_ref<T const> x, matrix_ref<T> out) const
+{
+  inverse_transform_async(x, out, stream_ref::per_thread_default());
+  stream_ref::per_thread_default().sync();
+}
+
+template <class T>
+std::vector<T> minmax_scaler<T>::host_copy(device_buffer<T> const& values) const
+{
+  std::vector<T> host(values.size());
+  values.copy_to_host_async(cuda::std::span<T>(host.data(), host.size()), values.stream());
+  values.stream().sync();
+  return host;
+}
+
+}  // namespace streamkit

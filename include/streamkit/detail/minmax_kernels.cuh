@@ -1,0 +1,267 @@
+#pragma once
+// Kernels of column min-max scaling (see minmax.cuh).
+
+#include <streamkit/matrix.hpp>
+
+#include <cuda/std/limits>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace streamkit::detail {
+
+/// The unsigned integer whose order matches T's order (for atomic min/max on floating point).
+template <class T>
+struct ordered_bits;
+template <>
+struct ordered_bits<float> {
+  using type = unsigned int;
+};
+template <>
+struct ordered_bits<double> {
+  using type = unsigned long long;
+};
+template <class T>
+using ordered_t = typename ordered_bits<T>::type;
+
+template <class T>
+STREAMKIT_HOST_DEVICE inline ordered_t<T> to_ordered(T value) noexcept
+{
+  using U = ordered_t<T>;
+  U bits;
+  memcpy(&bits, &value, sizeof bits);
+  U const sign = U{1} << (sizeof(U) * 8 - 1);
+  return (bits & sign) != 0 ? ~bits : bits | sign;
+}
+template <class T>
+STREAMKIT_HOST_DEVICE inline T from_ordered(ordered_t<T> bits) noexcept
+{
+  using U = ordered_t<T>;
+  U const sign = U{1} << (sizeof(U) * 8 - 1);
+  U const raw = (bits & sign) != 0 ? bits & ~sign : ~bits;
+  T value;
+  memcpy(&value, &raw, sizeof value);
+  return value;
+}
+
+/// The target interval and clipping of a scaling.
+template <class T>
+struct scaling {
+  T lo;
+  T hi;
+  bool clip;
+};
+
+/// Scale of one column: (hi - lo) / (max - min), where a range below 10 eps counts as 1 (as in
+/// scikit-learn), so a constant column maps to lo. NaN for an all-NaN column.
+template <class T>
+__device__ inline T column_scale(T min, T max, scaling<T> const& s)
+{
+  T range = max - min;
+  if (range < T(10) * cuda::std::numeric_limits<T>::epsilon()) { range = T(1); }
+  return (s.hi - s.lo) / range;
+}
+
+template <class T>
+__device__ inline T scale_value(T x, T min, T scale, scaling<T> const& s)
+{
+  T const y = s.lo + (x - min) * scale;
+  if (!s.clip) { return y; }
+  return y < s.lo ? s.lo : (y > s.hi ? s.hi : y);  // NaN stays NaN
+}
+
+template <class T>
+__device__ inline T unscale_value(T y, T min, T scale, scaling<T> const& s)
+{
+  return (y - s.lo) / scale + min;
+}
+
+/// Folds x into a running (min, max) that ignores NaN.
+template <class T>
+__device__ inline void fold(T x, T& min, T& max)
+{
+  if (x < min) { min = x; }
+  if (x > max) { max = x; }
+}
+
+/// (min, max) as stored: an all-NaN column, still (+inf, -inf), becomes (NaN, NaN).
+template <class T>
+__device__ inline void settle(T& min, T& max)
+{
+  if (min > max) { min = max = cuda::std::numeric_limits<T>::quiet_NaN(); }
+}
+
+inline constexpr int rows_block_x = 32;        // columns per block of the row-major kernels
+inline constexpr int rows_block_y = 8;         // thread rows per block
+inline constexpr int rows_per_thread = 8;      // values each thread keeps in registers
+inline constexpr int rows_fused_limit = rows_block_y * rows_per_thread;  // 64 rows: fit + transform in one read
+inline constexpr int cols_per_thread = 8;
+inline constexpr int cols_fused_limit = 32 * cols_per_thread;  // 256 rows: one warp per column
+
+/// Row-major, rows ≤ 64: each block holds 32 whole columns in registers, reduces them, and writes
+/// the scaled values: one read and one write of the data.
+template <class T>
+__global__ void __launch_bounds__(rows_block_x * rows_block_y)
+  minmax_rows_fused(matrix_ref<T const> in, matrix_ref<T> out, scaling<T> s, T* min_out, T* max_out)
+{
+  __shared__ T shared_min[rows_block_y][rows_block_x + 1];
+  __shared__ T shared_max[rows_block_y][rows_block_x + 1];
+  std::size_t const j = blockIdx.x * std::size_t{rows_block_x} + threadIdx.x;
+  T const infinity = cuda::std::numeric_limits<T>::infinity();
+  T values[rows_per_thread];
+  T min = infinity;
+  T max = -infinity;
+#pragma unroll
+  for (int k = 0; k < rows_per_thread; ++k) {
+    std::size_t const i = threadIdx.y + std::size_t{rows_block_y} * k;
+    values[k] = (i < in.rows && j < in.cols) ? in(i, j) : cuda::std::numeric_limits<T>::quiet_NaN();
+    fold(values[k], min, max);
+  }
+  shared_min[threadIdx.y][threadIdx.x] = min;
+  shared_max[threadIdx.y][threadIdx.x] = max;
+  __syncthreads();
+#pragma unroll
+  for (int y = 0; y < rows_block_y; ++y) {
+    fold(shared_min[y][threadIdx.x], min, max);
+    fold(shared_max[y][threadIdx.x], min, max);
+  }
+  settle(min, max);
+  if (j >= in.cols) { return; }
+  if (threadIdx.y == 0) {
+    if (min_out != nullptr) { min_out[j] = min; }
+    if (max_out != nullptr) { max_out[j] = max; }
+  }
+  T const scale = column_scale(min, max, s);
+#pragma unroll
+  for (int k = 0; k < rows_per_thread; ++k) {
+    std::size_t const i = threadIdx.y + std::size_t{rows_block_y} * k;
+    if (i < in.rows) { out(i, j) = scale_value(values[k], min, scale, s); }
+  }
+}
+
+/// Column-major, rows ≤ 256: one warp per column, the column in registers, one read and one write.
+template <class T>
+__global__ void __launch_bounds__(256)
+  minmax_cols_fused(matrix_ref<T const> in, matrix_ref<T> out, scaling<T> s, T* min_out, T* max_out)
+{
+  std::size_t const j = blockIdx.x * std::size_t{blockDim.x / 32} + threadIdx.x / 32;
+  unsigned const lane = threadIdx.x % 32;
+  if (j >= in.cols) { return; }
+  T const infinity = cuda::std::numeric_limits<T>::infinity();
+  T values[cols_per_thread];
+  T min = infinity;
+  T max = -infinity;
+#pragma unroll
+  for (int k = 0; k < cols_per_thread; ++k) {
+    std::size_t const i = lane + std::size_t{32} * k;
+    values[k] = i < in.rows ? in(i, j) : cuda::std::numeric_limits<T>::quiet_NaN();
+    fold(values[k], min, max);
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    fold(__shfl_xor_sync(0xffffffffU, min, offset), min, max);
+    fold(__shfl_xor_sync(0xffffffffU, max, offset), min, max);
+  }
+  settle(min, max);
+  if (lane == 0) {
+    if (min_out != nullptr) { min_out[j] = min; }
+    if (max_out != nullptr) { max_out[j] = max; }
+  }
+  T const scale = column_scale(min, max, s);
+#pragma unroll
+  for (int k = 0; k < cols_per_thread; ++k) {
+    std::size_t const i = lane + std::size_t{32} * k;
+    if (i < in.rows) { out(i, j) = scale_value(values[k], min, scale, s); }
+  }
+}
+
+/// Any shape: folds a block's share of the data into per-column ordered min/max with atomics.
+/// Row-major: block (32, 8) takes 32 columns × `rows_per_block` rows. Column-major: block (32, 8)
+/// takes 8 columns, a warp each, × `rows_per_block` rows. Loads are coalesced either way.
+template <class T>
+__global__ void __launch_bounds__(rows_block_x * rows_block_y)
+  minmax_reduce(matrix_ref<T const> in, std::size_t rows_per_block, ordered_t<T>* min_bits, ordered_t<T>* max_bits)
+{
+  T const infinity = cuda::std::numeric_limits<T>::infinity();
+  T min = infinity;
+  T max = -infinity;
+  std::size_t const row_begin = blockIdx.y * rows_per_block;
+  std::size_t const row_end = row_begin + rows_per_block < in.rows ? row_begin + rows_per_block : in.rows;
+  std::size_t j;
+  if (in.order == layout::row_major) {
+    j = blockIdx.x * std::size_t{rows_block_x} + threadIdx.x;
+    if (j < in.cols) {
+      for (std::size_t i = row_begin + threadIdx.y; i < row_end; i += rows_block_y) { fold(in(i, j), min, max); }
+    }
+    __shared__ T shared_min[rows_block_y][rows_block_x + 1];
+    __shared__ T shared_max[rows_block_y][rows_block_x + 1];
+    shared_min[threadIdx.y][threadIdx.x] = min;
+    shared_max[threadIdx.y][threadIdx.x] = max;
+    __syncthreads();
+    if (threadIdx.y != 0) { return; }
+    for (int y = 1; y < rows_block_y; ++y) {
+      fold(shared_min[y][threadIdx.x], min, max);
+      fold(shared_max[y][threadIdx.x], min, max);
+    }
+  } else {
+    j = blockIdx.x * std::size_t{rows_block_y} + threadIdx.y;
+    if (j < in.cols) {
+      for (std::size_t i = row_begin + threadIdx.x; i < row_end; i += 32) { fold(in(i, j), min, max); }
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+      fold(__shfl_xor_sync(0xffffffffU, min, offset), min, max);
+      fold(__shfl_xor_sync(0xffffffffU, max, offset), min, max);
+    }
+    if (threadIdx.x != 0) { return; }
+  }
+  if (j < in.cols && min <= max) {
+    atomicMin(min_bits + j, to_ordered(min));
+    atomicMax(max_bits + j, to_ordered(max));
+  }
+}
+
+/// Sets the ordered accumulators to "nothing seen".
+template <class T>
+__global__ void minmax_reset(std::size_t cols, ordered_t<T>* min_bits, ordered_t<T>* max_bits)
+{
+  for (std::size_t j = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; j < cols; j += std::size_t{gridDim.x} * blockDim.x) {
+    min_bits[j] = to_ordered(cuda::std::numeric_limits<T>::infinity());
+    max_bits[j] = to_ordered(-cuda::std::numeric_limits<T>::infinity());
+  }
+}
+
+/// Decodes the accumulators into min, max (NaN for all-NaN columns) and scale.
+template <class T>
+__global__ void minmax_finalize(std::size_t cols, ordered_t<T> const* min_bits, ordered_t<T> const* max_bits,
+                                scaling<T> s, T* min_out, T* max_out, T* scale_out)
+{
+  for (std::size_t j = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; j < cols; j += std::size_t{gridDim.x} * blockDim.x) {
+    T min = from_ordered<T>(min_bits[j]);
+    T max = from_ordered<T>(max_bits[j]);
+    settle(min, max);
+    min_out[j] = min;
+    max_out[j] = max;
+    scale_out[j] = column_scale(min, max, s);
+  }
+}
+
+/// out(i, j) = scaled (or, with Inverse, unscaled) in(i, j), from per-column min and scale.
+template <class T, bool Inverse>
+__global__ void minmax_apply(matrix_ref<T const> in, matrix_ref<T> out, T const* min, T const* scale, scaling<T> s)
+{
+  std::size_t const total = in.rows * in.cols;
+  bool const row_major = in.order == layout::row_major;
+  std::size_t const inner = row_major ? in.cols : in.rows;
+  for (std::size_t e = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; e < total; e += std::size_t{gridDim.x} * blockDim.x) {
+    std::size_t const outer_index = e / inner;
+    std::size_t const inner_index = e - outer_index * inner;
+    std::size_t const i = row_major ? outer_index : inner_index;
+    std::size_t const j = row_major ? inner_index : outer_index;
+    T const x = in(i, j);
+    out(i, j) = Inverse ? unscale_value(x, min[j], scale[j], s) : scale_value(x, min[j], scale[j], s);
+  }
+}
+
+}  // namespace streamkit::detail

@@ -1,0 +1,287 @@
+#pragma once
+// Kernels and launch planning of the haversine nearest-neighbour search (see nearest_neighbor.cuh).
+
+#include <streamkit/haversine.hpp>
+
+#include <cuda/std/limits>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+namespace streamkit::detail {
+
+template <class A>
+STREAMKIT_HOST_DEVICE constexpr A min_of(A a, A b) noexcept
+{
+  return b < a ? b : a;
+}
+template <class A>
+STREAMKIT_HOST_DEVICE constexpr A max_of(A a, A b) noexcept
+{
+  return a < b ? b : a;
+}
+
+/// A unit vector padded to 16 (float) or 32 (double) bytes for wide loads.
+template <class V>
+struct alignas(4 * sizeof(V)) vec4 {
+  V x, y, z, w;
+};
+
+/// Latitude and longitude in radians, double precision, for the winner's exact distance.
+struct alignas(16) lat_lon {
+  double lat, lon;
+};
+
+/// Compile-time shape of the pass-1 kernel for one vector type.
+template <class V>
+struct pass1_shape;
+template <>
+struct pass1_shape<float> {
+  static constexpr int threads = 128;
+  static constexpr int obs_per_thread = 8;  // independent accumulators per thread; amortises each shared load
+  static constexpr int group = 32;          // references between index updates
+  static constexpr int tile = 512;          // references per shared-memory tile (8 KiB)
+};
+template <>
+struct pass1_shape<double> {
+  static constexpr int threads = 128;
+  static constexpr int obs_per_thread = 8;
+  static constexpr int group = 16;
+  static constexpr int tile = 256;
+};
+
+/// How pass 1 is laid out: observation blocks × reference slices.
+struct nearest_plan {
+  std::size_t obs_per_block = 0;
+  std::size_t obs_blocks = 0;
+  std::size_t slice_length = 0;  ///< references per slice, a multiple of the tile (except the last slice)
+  std::size_t slices = 0;
+};
+
+/// Splits the reference set into just enough slices that observation blocks × slices fills the
+/// device about twice over (`resident_blocks` = SMs × blocks per SM), whatever N and M are.
+[[nodiscard]] inline nearest_plan plan_nearest(std::size_t n, std::size_t m, std::size_t obs_per_block, std::size_t tile,
+                                               std::size_t resident_blocks) noexcept
+{
+  nearest_plan plan;
+  plan.obs_per_block = obs_per_block;
+  plan.obs_blocks = (n + obs_per_block - 1) / obs_per_block;
+  std::size_t const target_blocks = 2 * std::max<std::size_t>(resident_blocks, 1);
+  std::size_t const max_slices = std::max<std::size_t>((m + tile - 1) / tile, 1);
+  std::size_t const wanted = (target_blocks + plan.obs_blocks - 1) / std::max<std::size_t>(plan.obs_blocks, 1);
+  std::size_t const slices = std::clamp<std::size_t>(wanted, 1, std::min<std::size_t>(max_slices, 65535));
+  std::size_t const per_slice = (m + slices - 1) / slices;
+  plan.slice_length = (per_slice + tile - 1) / tile * tile;
+  plan.slices = (m + plan.slice_length - 1) / plan.slice_length;
+  return plan;
+}
+
+/// Where a kernel reads points from.
+template <class T>
+struct point_source {
+  T const* latitude;
+  T const* longitude;
+  std::size_t stride;
+  bool degrees;
+};
+
+/// Reads point `i` in radians (double). Returns false for a non-finite coordinate or a latitude
+/// outside ±90° (in radians, up to π/2 rounded up to T, so a float pole is accepted).
+template <class T>
+__device__ inline bool load_point(point_source<T> const& source, std::size_t i, double& lat, double& lon)
+{
+  lat = static_cast<double>(source.latitude[i * source.stride]);
+  lon = static_cast<double>(source.longitude[i * source.stride]);
+  double const limit = source.degrees ? 90.0 : max_of(static_cast<double>(static_cast<T>(pi / 2)), pi / 2);
+  bool const valid = isfinite(lat) && isfinite(lon) && fabs(lat) <= limit;
+  if (source.degrees) {
+    lat = radians_from_degrees(lat);
+    lon = radians_from_degrees(lon);
+  }
+  lat = fmin(fmax(lat, -pi / 2), pi / 2);
+  return valid;
+}
+
+/// Unit vector of a point in V, computed in double; NaN for an invalid point (never wins a minimum).
+template <class V>
+__device__ inline vec4<V> unit_vector(double lat, double lon, bool valid)
+{
+  if (!valid) {
+    V const nan = cuda::std::numeric_limits<V>::quiet_NaN();
+    return {nan, nan, nan, nan};
+  }
+  double sin_lat, cos_lat, sin_lon, cos_lon;
+  sincos(lat, &sin_lat, &cos_lat);
+  sincos(lon, &sin_lon, &cos_lon);
+  return {static_cast<V>(cos_lat * cos_lon), static_cast<V>(cos_lat * sin_lon), static_cast<V>(sin_lat), V(0)};
+}
+
+/// Squared chord length, with every rounding pinned by intrinsics so that the value computed in the
+/// main loop and when resolving the winner's index is bit-for-bit the same.
+__device__ __forceinline__ float chord2(float px, float py, float pz, vec4<float> const& q)
+{
+  float const dx = __fsub_rn(px, q.x);
+  float const dy = __fsub_rn(py, q.y);
+  float const dz = __fsub_rn(pz, q.z);
+  return __fmaf_rn(dx, dx, __fmaf_rn(dy, dy, __fmul_rn(dz, dz)));
+}
+__device__ __forceinline__ double chord2(double px, double py, double pz, vec4<double> const& q)
+{
+  double const dx = __dsub_rn(px, q.x);
+  double const dy = __dsub_rn(py, q.y);
+  double const dz = __dsub_rn(pz, q.z);
+  return __fma_rn(dx, dx, __fma_rn(dy, dy, __dmul_rn(dz, dz)));
+}
+__device__ __forceinline__ float min_ignoring_nan(float a, float b) { return fminf(a, b); }
+__device__ __forceinline__ double min_ignoring_nan(double a, double b) { return fmin(a, b); }
+
+/// Counts the invalid points among `count`.
+template <class T>
+__global__ void count_invalid_points(point_source<T> source, std::size_t count, unsigned long long* invalid)
+{
+  unsigned long long local = 0;
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count; i += std::size_t{gridDim.x} * blockDim.x) {
+    double lat, lon;
+    local += load_point(source, i, lat, lon) ? 0 : 1;
+  }
+  if (local > 0) { atomicAdd(invalid, local); }
+}
+
+/// Prepares references: unit vectors in V and double coordinates; counts invalid ones.
+template <class V, class T>
+__global__ void prepare_references(point_source<T> source, std::size_t count, vec4<V>* vectors, lat_lon* coordinates,
+                                   unsigned long long* invalid)
+{
+  unsigned long long local = 0;
+  for (std::size_t j = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; j < count; j += std::size_t{gridDim.x} * blockDim.x) {
+    double lat, lon;
+    bool const valid = load_point(source, j, lat, lon);
+    local += valid ? 0 : 1;
+    vectors[j] = unit_vector<V>(lat, lon, valid);
+    coordinates[j] = {lat, lon};
+  }
+  if (local > 0) { atomicAdd(invalid, local); }
+}
+
+/// Pass 1: the nearest reference of each observation within one slice of the references.
+/// Block (x, y) takes observations [x * THREADS * R, ...) and slice y. Each thread keeps R
+/// observations in registers; references stream through shared memory tile by tile, and every
+/// reference is a broadcast load shared by the R observations. Per group of G references only the
+/// minimum is tracked (one min instruction per pair); the group that holds the winner is remembered
+/// and its exact index resolved once at the end, by recomputing the same bit-exact values.
+template <class V, class Index, class T>
+__global__ void __launch_bounds__(pass1_shape<V>::threads)
+  nearest_pass1(point_source<T> observations, std::size_t n, vec4<V> const* references, std::size_t m,
+                std::size_t slice_length, V* partial_value, Index* partial_index)
+{
+  constexpr int threads = pass1_shape<V>::threads;
+  constexpr int per_thread = pass1_shape<V>::obs_per_thread;
+  constexpr int group = pass1_shape<V>::group;
+  constexpr int tile = pass1_shape<V>::tile;
+  __shared__ vec4<V> tile_points[tile];
+
+  V const infinity = cuda::std::numeric_limits<V>::infinity();
+  V const nan = cuda::std::numeric_limits<V>::quiet_NaN();
+  std::size_t const first_obs = blockIdx.x * static_cast<std::size_t>(threads) * per_thread + threadIdx.x;
+  std::size_t const slice = blockIdx.y;
+  std::size_t const begin = slice * slice_length;
+  std::size_t const end = min_of(m, begin + slice_length);
+
+  V px[per_thread], py[per_thread], pz[per_thread], best[per_thread];
+  std::int64_t best_group[per_thread];
+#pragma unroll
+  for (int r = 0; r < per_thread; ++r) {
+    std::size_t const i = first_obs + static_cast<std::size_t>(r) * threads;
+    double lat = 0.0, lon = 0.0;
+    bool const valid = i < n && load_point(observations, i, lat, lon);
+    vec4<V> const p = unit_vector<V>(lat, lon, valid);
+    px[r] = p.x;
+    py[r] = p.y;
+    pz[r] = p.z;
+    best[r] = infinity;
+    best_group[r] = -1;
+  }
+
+  for (std::size_t tile_begin = begin; tile_begin < end; tile_begin += tile) {
+    __syncthreads();
+    for (int k = threadIdx.x; k < tile; k += threads) {
+      std::size_t const j = tile_begin + k;
+      tile_points[k] = j < end ? references[j] : vec4<V>{nan, nan, nan, nan};
+    }
+    __syncthreads();
+    for (int g = 0; g < tile; g += group) {
+      V group_min[per_thread];
+#pragma unroll
+      for (int r = 0; r < per_thread; ++r) { group_min[r] = infinity; }
+#pragma unroll 8
+      for (int k = 0; k < group; ++k) {
+        vec4<V> const q = tile_points[g + k];
+#pragma unroll
+        for (int r = 0; r < per_thread; ++r) { group_min[r] = min_ignoring_nan(group_min[r], chord2(px[r], py[r], pz[r], q)); }
+      }
+#pragma unroll
+      for (int r = 0; r < per_thread; ++r) {
+        if (group_min[r] < best[r]) {
+          best[r] = group_min[r];
+          best_group[r] = static_cast<std::int64_t>(tile_begin + g);
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < per_thread; ++r) {
+    std::size_t const i = first_obs + static_cast<std::size_t>(r) * threads;
+    if (i >= n) { continue; }
+    Index index = -1;
+    if (best_group[r] >= 0) {
+      std::size_t const group_end = min_of(end, static_cast<std::size_t>(best_group[r]) + group);
+      for (std::size_t j = static_cast<std::size_t>(best_group[r]); j < group_end; ++j) {
+        if (chord2(px[r], py[r], pz[r], references[j]) == best[r]) {
+          index = static_cast<Index>(j);
+          break;
+        }
+      }
+    }
+    partial_value[slice * n + i] = best[r];
+    partial_index[slice * n + i] = index;
+  }
+}
+
+/// Pass 2: merges the slices of each observation (lowest slice wins ties, so the lowest index wins)
+/// and writes the winner's index and its double-precision haversine distance times `scale`.
+template <class V, class Index, class T>
+__global__ void nearest_pass2(point_source<T> observations, std::size_t n, lat_lon const* reference_coordinates,
+                              std::size_t slices, V const* partial_value, Index const* partial_index, Index* out_index,
+                              T* out_distance, double scale)
+{
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x) {
+    V best = cuda::std::numeric_limits<V>::infinity();
+    Index index = -1;
+    for (std::size_t s = 0; s < slices; ++s) {
+      V const value = partial_value[s * n + i];
+      Index const candidate = partial_index[s * n + i];
+      if (candidate >= 0 && value < best) {
+        best = value;
+        index = candidate;
+      }
+    }
+    double lat, lon;
+    bool const valid = load_point(observations, i, lat, lon);
+    double distance = cuda::std::numeric_limits<double>::quiet_NaN();
+    if (valid && index >= 0) {
+      lat_lon const ref = reference_coordinates[index];
+      distance = haversine(lat, lon, ref.lat, ref.lon) * scale;
+    } else {
+      index = -1;
+    }
+    out_index[i] = index;
+    if (out_distance != nullptr) { out_distance[i] = static_cast<T>(distance); }
+  }
+}
+
+}  // namespace streamkit::detail

@@ -1,0 +1,153 @@
+#pragma once
+/// @file minmax.cuh
+/// Column min-max scaling of 2-D arrays on the device:
+///   out(i, j) = lo + (x(i, j) − min_j) · (hi − lo) / (max_j − min_j)
+/// for float or double, row- or column-major, any leading dimension, in place or out of place.
+///
+/// Semantics (those of scikit-learn's MinMaxScaler, except where noted):
+/// - NaN is ignored when fitting and stays NaN when transforming. A column with no value other than
+///   NaN gets min = max = scale = NaN, and its outputs are NaN.
+/// - A column whose range max − min is below 10 × epsilon of T (absolute, as scikit-learn) is
+///   treated as constant: its range counts as 1, so its values map to lo (x = min).
+/// - ±inf take part in min and max like any value (scikit-learn rejects them). A column holding one
+///   gets an infinite range and scale 0: finite values map to lo if the column's min is finite and to
+///   NaN if it is −inf; the infinities themselves map to NaN. Nothing throws for them.
+/// - `clip` clamps transformed values to [lo, hi]; NaN stays NaN.
+/// - feature_range must satisfy lo < hi, both finite (std::invalid_argument otherwise).
+///
+/// Bad arguments (null data with a non-zero size, a leading dimension below the width, lo ≥ hi,
+/// shapes that do not match) throw std::invalid_argument before anything is written. Nothing runs on
+/// the legacy default stream: the `_async` forms take a stream last; the blocking forms run on the
+/// calling thread's default stream and wait.
+
+#include <streamkit/detail/minmax_kernels.cuh>
+#include <streamkit/device_buffer.hpp>
+#include <streamkit/matrix.hpp>
+#include <streamkit/stream_ref.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <utility>
+#include <vector>
+
+namespace streamkit {
+
+/// The interval values are scaled to, and whether to clamp to it.
+template <class T>
+struct minmax_options {
+  T lo = T(0);
+  T hi = T(1);
+  bool clip = false;
+};
+
+/// Per-column min and max (NaN ignored) of `x` into device arrays of x.cols elements.
+template <class T>
+void column_minmax_async(matrix_ref<T const> x, T* min, T* max, stream_ref stream);
+template <class T>
+void column_minmax(matrix_ref<T const> x, T* min, T* max);
+
+/// Fit and transform in one call; `out` may be `in` (in place) and may have another layout or pitch,
+/// but the same rows × cols. Short columns (row-major up to 64 rows, column-major up to 256) are read
+/// once; longer ones twice (one reduction, one transform). `min`/`max` may be null or device arrays
+/// of `cols` elements that receive the fitted values.
+template <class T>
+void minmax_normalize_async(matrix_ref<T const> in, matrix_ref<T> out, minmax_options<T> const& options,
+                            stream_ref stream, T* min = nullptr, T* max = nullptr);
+template <class T>
+void minmax_normalize(matrix_ref<T const> in, matrix_ref<T> out, minmax_options<T> const& options = {});
+
+/// A scikit-learn style MinMaxScaler whose state lives on one device. partial_fit() keeps running
+/// minima and maxima, so fitting batches one by one gives bit for bit what one fit() over their
+/// concatenation gives. Not thread-safe; one scaler per concurrent stream.
+template <class T>
+class minmax_scaler {
+ public:
+  /// @throws std::invalid_argument unless lo < hi, both finite.
+  explicit minmax_scaler(minmax_options<T> const& options = {});
+
+  void fit_async(matrix_ref<T const> x, stream_ref stream);
+  void partial_fit_async(matrix_ref<T const> x, stream_ref stream);
+  void transform_async(matrix_ref<T const> x, matrix_ref<T> out, stream_ref stream) const;
+  void inverse_transform_async(matrix_ref<T const> x, matrix_ref<T> out, stream_ref stream) const;
+
+  void fit(matrix_ref<T const> x);
+  void partial_fit(matrix_ref<T const> x);
+  void transform(matrix_ref<T const> x, matrix_ref<T> out) const;
+  void inverse_transform(matrix_ref<T const> x, matrix_ref<T> out) const;
+
+  [[nodiscard]] bool fitted() const noexcept { return features_ > 0; }
+  [[nodiscard]] std::size_t n_features() const noexcept { return features_; }
+  [[nodiscard]] std::pair<T, T> feature_range() const noexcept { return {options_.lo, options_.hi}; }
+  [[nodiscard]] bool clip() const noexcept { return options_.clip; }
+  /// Device arrays of n_features() elements (valid once fitted, until the next fit).
+  [[nodiscard]] T const* data_min() const noexcept { return min_.data(); }
+  [[nodiscard]] T const* data_max() const noexcept { return max_.data(); }
+  [[nodiscard]] T const* scale() const noexcept { return scale_.data(); }
+  /// Host copies (these wait for the scaler's last stream).
+  [[nodiscard]] std::vector<T> data_min_host() const { return host_copy(min_); }
+  [[nodiscard]] std::vector<T> data_max_host() const { return host_copy(max_); }
+  [[nodiscard]] std::vector<T> scale_host() const { return host_copy(scale_); }
+
+ private:
+  void accumulate(matrix_ref<T const> x, stream_ref stream, bool reset);
+  void expect_fitted(matrix_ref<T const> const& x, char const* what) const;
+  std::vector<T> host_copy(device_buffer<T> const& values) const;
+
+  minmax_options<T> options_;
+  std::size_t features_ = 0;
+  device_buffer<detail::ordered_t<T>> min_bits_;
+  device_buffer<detail::ordered_t<T>> max_bits_;
+  device_buffer<T> min_;
+  device_buffer<T> max_;
+  device_buffer<T> scale_;
+};
+
+/// How pageable (ordinary) host memory reaches the device in the host-to-host pipeline.
+enum class pageable_transfer {
+  stage,              ///< copied by host threads through reusable pinned staging buffers (default: measured faster)
+  register_in_place,  ///< page-locked in place with cudaHostRegister for the duration of the call
+};
+
+struct host_pipeline_options {
+  /// Streams (and host worker threads); each owns reusable device and staging buffers.
+  int streams = 4;
+  pageable_transfer pageable = pageable_transfer::stage;
+};
+
+/// Host-to-host column min-max scaling of a batch of arrays, each with its own shape: every array
+/// goes host → device, through minmax_normalize, and back on one stream, with the streams round-robin
+/// over the arrays, so copies in both directions overlap with each other and with compute. Inputs and
+/// outputs in pinned memory go straight to DMA; pageable ones are staged or registered
+/// (host_pipeline_options::pageable). Device and staging buffers are kept between calls and only
+/// grow: after the first batch of a given size nothing is allocated. A buffer is reused only once the
+/// work that last used it has completed (stream order, plus a wait before its staging is rewritten).
+/// One call at a time per pipeline (not thread-safe).
+template <class T>
+class minmax_host_pipeline {
+ public:
+  explicit minmax_host_pipeline(int device_id, host_pipeline_options const& options = {});
+  ~minmax_host_pipeline();
+  minmax_host_pipeline(minmax_host_pipeline const&) = delete;
+  minmax_host_pipeline& operator=(minmax_host_pipeline const&) = delete;
+
+  /// Scales inputs[k] into outputs[k] (host memory; outputs[k] may equal inputs[k]) and waits.
+  void run(std::vector<matrix_ref<T const>> const& inputs, std::vector<matrix_ref<T>> const& outputs,
+           minmax_options<T> const& options = {});
+
+  [[nodiscard]] int device() const noexcept { return device_; }
+  [[nodiscard]] std::size_t stream_count() const noexcept;
+
+ private:
+  struct slot;
+  void run_slot(slot& lane, std::size_t first, std::vector<matrix_ref<T const>> const& inputs,
+                std::vector<matrix_ref<T>> const& outputs, minmax_options<T> const& options);
+
+  int device_;
+  host_pipeline_options options_;
+  std::vector<std::unique_ptr<slot>> slots_;
+};
+
+}  // namespace streamkit
+
+#include <streamkit/detail/minmax_impl.cuh>
+#include <streamkit/detail/minmax_pipeline_impl.cuh>

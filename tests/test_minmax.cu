@@ -1,0 +1,407 @@
+// Column min-max scaling against a float64 CPU reference.
+#include "gpu_test.hpp"
+#include "test_support.hpp"
+
+#include <streamkit/minmax.cuh>
+#include <streamkit/pinned_buffer.hpp>
+#include <streamkit/stream.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace {
+
+using streamkit::layout;
+using streamkit::matrix_ref;
+using streamkit_test::to_device;
+using streamkit_test::to_host;
+
+constexpr double poison = -98765.4321;
+
+/// A host matrix with its own storage (pitch included), filled with random values.
+template <class T>
+struct host_matrix {
+  std::size_t rows, cols, ld;
+  layout order;
+  std::vector<T> storage;
+  host_matrix(std::size_t r, std::size_t c, layout o, std::size_t pad = 0)
+      : rows(r), cols(c), ld((o == layout::row_major ? c : r) + pad), order(o),
+        storage((o == layout::row_major ? r : c) * ld + 1, static_cast<T>(poison))
+  {
+  }
+  [[nodiscard]] matrix_ref<T> ref(T* base) const { return {base, rows, cols, ld, order}; }
+  [[nodiscard]] matrix_ref<T> ref() { return ref(storage.data()); }
+  [[nodiscard]] T& at(std::size_t i, std::size_t j) { return storage[ref().offset(i, j)]; }
+  [[nodiscard]] T at(std::size_t i, std::size_t j) const { return storage[ref(const_cast<T*>(storage.data())).offset(i, j)]; }
+};
+
+template <class T>
+void fill_random(host_matrix<T>& m, std::mt19937_64& rng)
+{
+  std::uniform_real_distribution<double> u(-1000.0, 1000.0);
+  for (std::size_t i = 0; i < m.rows; ++i) {
+    for (std::size_t j = 0; j < m.cols; ++j) { m.at(i, j) = static_cast<T>(u(rng)); }
+  }
+}
+
+/// Float64 reference of the documented semantics, from the T values.
+template <class T>
+struct reference_fit {
+  std::vector<double> min, max, scale;
+};
+
+template <class T>
+reference_fit<T> fit_reference(host_matrix<T> const& m, double lo, double hi)
+{
+  reference_fit<T> f;
+  double const eps = std::numeric_limits<T>::epsilon();
+  for (std::size_t j = 0; j < m.cols; ++j) {
+    double mn = std::numeric_limits<double>::infinity(), mx = -mn;
+    for (std::size_t i = 0; i < m.rows; ++i) {
+      double const x = m.at(i, j);
+      if (x < mn) { mn = x; }
+      if (x > mx) { mx = x; }
+    }
+    if (mn > mx) { mn = mx = std::numeric_limits<double>::quiet_NaN(); }
+    double range = mx - mn;
+    if (range < 10 * eps) { range = 1.0; }
+    f.min.push_back(mn);
+    f.max.push_back(mx);
+    f.scale.push_back((hi - lo) / range);
+  }
+  return f;
+}
+
+double transform_reference(double x, double mn, double scale, double lo, double hi, bool clip)
+{
+  double y = lo + (x - mn) * scale;
+  if (clip) { y = y < lo ? lo : (y > hi ? hi : y); }
+  return y;
+}
+
+/// |got - want| within a few units of T's rounding of the values involved; NaN must match NaN.
+template <class T>
+::testing::AssertionResult close(double got, double want, double magnitude)
+{
+  if (std::isnan(want)) {
+    return std::isnan(got) ? ::testing::AssertionSuccess() : ::testing::AssertionFailure() << "got " << got << ", want NaN";
+  }
+  double const tolerance = 16 * std::numeric_limits<T>::epsilon() * (magnitude + std::abs(want));
+  if (std::abs(got - want) <= tolerance || got == want) { return ::testing::AssertionSuccess(); }
+  return ::testing::AssertionFailure() << "got " << got << ", want " << want << " (tolerance " << tolerance << ")";
+}
+
+/// Checks `out` (every element, and that pitch padding still holds the poison) against the reference.
+template <class T>
+void expect_scaled(host_matrix<T> const& in, host_matrix<T> const& out, double lo, double hi, bool clip)
+{
+  auto const f = fit_reference(in, lo, hi);
+  std::size_t failures = 0;
+  for (std::size_t i = 0; i < in.rows && failures < 10; ++i) {
+    for (std::size_t j = 0; j < in.cols && failures < 10; ++j) {
+      double const want = transform_reference(in.at(i, j), f.min[j], f.scale[j], lo, hi, clip);
+      auto const result = close<T>(out.at(i, j), want, std::abs(lo) + std::abs(hi));
+      if (!result) {
+        ADD_FAILURE() << "(" << i << ", " << j << "): " << result.message();
+        ++failures;
+      }
+    }
+  }
+  std::vector<bool> element(out.storage.size(), false);
+  for (std::size_t i = 0; i < out.rows; ++i) {
+    for (std::size_t j = 0; j < out.cols; ++j) { element[const_cast<host_matrix<T>&>(out).ref().offset(i, j)] = true; }
+  }
+  for (std::size_t e = 0; e < out.storage.size(); ++e) {
+    if (!element[e]) { ASSERT_EQ(static_cast<double>(out.storage[e]), static_cast<double>(static_cast<T>(poison))) << "wrote outside the output at " << e; }
+  }
+}
+
+/// Runs minmax_normalize on the device for `in` and returns the output (poisoned beforehand).
+template <class T>
+host_matrix<T> normalize_on_device(host_matrix<T> const& in, streamkit::minmax_options<T> const& options, bool in_place,
+                                   streamkit::stream const& s, layout out_order, std::size_t out_pad = 0)
+{
+  auto d_in = to_device(in.storage, s);
+  host_matrix<T> out(in.rows, in.cols, in_place ? in.order : out_order, in_place ? in.ld - (in.order == layout::row_major ? in.cols : in.rows) : out_pad);
+  if (in_place) {
+    streamkit::minmax_normalize_async<T>(in.ref(d_in.data()), in.ref(d_in.data()), options, s);
+    out.storage = to_host(d_in, s);
+    return out;
+  }
+  auto d_out = to_device(out.storage, s);
+  streamkit::minmax_normalize_async<T>(in.ref(d_in.data()), out.ref(d_out.data()), options, s);
+  out.storage = to_host(d_out, s);
+  return out;
+}
+
+template <class T>
+class MinMax : public ::testing::Test {
+ protected:
+  void SetUp() override { STREAMKIT_REQUIRE_GPU(); }
+  std::mt19937_64 rng{streamkit_test::fresh_seed()};
+};
+using value_types = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(MinMax, value_types);
+
+TYPED_TEST(MinMax, EveryShapeLayoutAndPitchMatchesTheReference)
+{
+  using T = TypeParam;
+  streamkit::stream const s(0);
+  struct shape { std::size_t rows, cols; };
+  for (layout order : {layout::row_major, layout::column_major}) {
+    for (auto const [rows, cols] : {shape{1, 1}, shape{1, 37}, shape{37, 1}, shape{60, 1000}, shape{64, 33}, shape{65, 100},
+                                    shape{256, 17}, shape{257, 5}, shape{3000, 7}, shape{2, 70001}}) {
+      for (std::size_t pad : {std::size_t{0}, std::size_t{3}}) {
+        SCOPED_TRACE(::testing::Message() << rows << " x " << cols << (order == layout::row_major ? " row" : " column")
+                                          << "-major, pad " << pad);
+        host_matrix<T> in(rows, cols, order, pad);
+        fill_random(in, this->rng);
+        streamkit::minmax_options<T> const options{T(-2), T(3), false};
+        expect_scaled(in, normalize_on_device(in, options, false, s, order, pad), -2, 3, false);
+        expect_scaled(in, normalize_on_device(in, options, true, s, order), -2, 3, false);
+        layout const other = order == layout::row_major ? layout::column_major : layout::row_major;
+        expect_scaled(in, normalize_on_device(in, options, false, s, other, 1), -2, 3, false);
+      }
+    }
+  }
+}
+
+TYPED_TEST(MinMax, ConstantNearConstantNanAndInfiniteColumns)
+{
+  using T = TypeParam;
+  streamkit::stream const s(0);
+  T const nan = std::numeric_limits<T>::quiet_NaN();
+  T const inf = std::numeric_limits<T>::infinity();
+  for (std::size_t rows : {std::size_t{50}, std::size_t{200}, std::size_t{5000}}) {
+    for (layout order : {layout::row_major, layout::column_major}) {
+      host_matrix<T> in(rows, 8, order);
+      fill_random(in, this->rng);
+      for (std::size_t i = 0; i < rows; ++i) {
+        in.at(i, 0) = T(7.25);                                   // constant → lo
+        in.at(i, 1) = T(1) + T(i % 5) * T(1e-3);                 // near-constant, well above 10 eps
+        if (i % 3 == 0) { in.at(i, 2) = nan; }                   // NaN ignored in the fit, kept in the output
+        in.at(i, 3) = nan;                                       // all NaN
+        if (i == rows / 2) { in.at(i, 4) = inf; }                // +inf
+        if (i == rows / 3) { in.at(i, 5) = -inf; }               // -inf
+        if (i == 1) { in.at(i, 6) = nan; }
+      }
+      expect_scaled(in, normalize_on_device(in, streamkit::minmax_options<T>{T(0), T(1), false}, false, s, order), 0, 1, false);
+      auto const out = normalize_on_device(in, streamkit::minmax_options<T>{T(0), T(1), false}, false, s, order);
+      EXPECT_EQ(out.at(0, 0), T(0));
+      EXPECT_TRUE(std::isnan(out.at(0, 3)));
+    }
+  }
+}
+
+TYPED_TEST(MinMax, ScalerFeatureRangeClipAndInverse)
+{
+  using T = TypeParam;
+  streamkit::stream const s(0);
+  host_matrix<T> train(500, 40, layout::row_major);
+  fill_random(train, this->rng);
+  host_matrix<T> test(300, 40, layout::row_major);
+  std::uniform_real_distribution<double> u(-3000.0, 3000.0);  // beyond the training range
+  for (auto& v : test.storage) { v = static_cast<T>(u(this->rng)); }
+  auto const d_train = to_device(train.storage, s);
+  auto const d_test = to_device(test.storage, s);
+  for (bool clip : {false, true}) {
+    streamkit::minmax_scaler<T> scaler({T(-1), T(4), clip});
+    EXPECT_EQ(scaler.feature_range(), std::make_pair(T(-1), T(4)));
+    scaler.fit_async(train.ref(const_cast<T*>(d_train.data())), s);
+    host_matrix<T> out(300, 40, layout::row_major);
+    auto d_out = to_device(out.storage, s);
+    scaler.transform_async(test.ref(const_cast<T*>(d_test.data())), out.ref(d_out.data()), s);
+    out.storage = to_host(d_out, s);
+    auto const f = fit_reference(train, -1, 4);
+    auto const mins = scaler.data_min_host();
+    auto const maxs = scaler.data_max_host();
+    for (std::size_t j = 0; j < 40; ++j) {
+      EXPECT_EQ(static_cast<double>(mins[j]), f.min[j]);
+      EXPECT_EQ(static_cast<double>(maxs[j]), f.max[j]);
+      for (std::size_t i = 0; i < 300; ++i) {
+        ASSERT_TRUE(close<T>(out.at(i, j), transform_reference(test.at(i, j), f.min[j], f.scale[j], -1, 4, clip), 5.0 + std::abs(test.at(i, j)) * std::abs(f.scale[j])))
+          << i << ", " << j;
+      }
+    }
+    if (!clip) {
+      host_matrix<T> back(300, 40, layout::row_major);
+      auto d_back = to_device(back.storage, s);
+      scaler.inverse_transform_async(out.ref(d_out.data()), back.ref(d_back.data()), s);
+      back.storage = to_host(d_back, s);
+      for (std::size_t i = 0; i < 300; ++i) {
+        for (std::size_t j = 0; j < 40; ++j) { ASSERT_TRUE(close<T>(back.at(i, j), test.at(i, j), 3000.0)) << i << ", " << j; }
+      }
+    }
+  }
+}
+
+TYPED_TEST(MinMax, PartialFitIsBitIdenticalToOneFit)
+{
+  using T = TypeParam;
+  streamkit::stream const s(0);
+  host_matrix<T> all(900, 70, layout::row_major);
+  fill_random(all, this->rng);
+  all.at(5, 3) = std::numeric_limits<T>::quiet_NaN();
+  auto const d_all = to_device(all.storage, s);
+  streamkit::minmax_scaler<T> whole;
+  whole.fit_async(all.ref(const_cast<T*>(d_all.data())), s);
+  streamkit::minmax_scaler<T> batches;
+  for (std::size_t begin : {0, 100, 550}) {
+    std::size_t const end = begin == 0 ? 100 : (begin == 100 ? 550 : 900);
+    matrix_ref<T const> const part{d_all.data() + begin * 70, end - begin, 70, 70, layout::row_major};
+    batches.partial_fit_async(part, s);
+  }
+  for (auto [a, b] : {std::pair{whole.data_min_host(), batches.data_min_host()}, std::pair{whole.data_max_host(), batches.data_max_host()},
+                      std::pair{whole.scale_host(), batches.scale_host()}}) {
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(T)));
+  }
+  // A refit forgets earlier batches.
+  matrix_ref<T const> const first{d_all.data(), 10, 70, 70, layout::row_major};
+  batches.fit_async(first, s);
+  EXPECT_NE(0, std::memcmp(whole.data_min_host().data(), batches.data_min_host().data(), 70 * sizeof(T)));
+}
+
+TYPED_TEST(MinMax, ColumnMinmaxAndBadInputsWriteNothing)
+{
+  using T = TypeParam;
+  streamkit::stream const s(0);
+  host_matrix<T> in(123, 45, layout::column_major, 2);
+  fill_random(in, this->rng);
+  auto const d_in = to_device(in.storage, s);
+  auto d_min = to_device(std::vector<T>(45, T(poison)), s);
+  auto d_max = to_device(std::vector<T>(45, T(poison)), s);
+  streamkit::column_minmax_async<T>(in.ref(const_cast<T*>(d_in.data())), d_min.data(), d_max.data(), s);
+  auto const f = fit_reference(in, 0, 1);
+  auto const mins = to_host(d_min, s);
+  auto const maxs = to_host(d_max, s);
+  for (std::size_t j = 0; j < 45; ++j) {
+    EXPECT_EQ(static_cast<double>(mins[j]), f.min[j]);
+    EXPECT_EQ(static_cast<double>(maxs[j]), f.max[j]);
+  }
+  host_matrix<T> out(123, 45, layout::column_major, 2);
+  auto d_out = to_device(out.storage, s);
+  auto const in_ref = in.ref(const_cast<T*>(d_in.data()));
+  auto const out_ref = out.ref(d_out.data());
+  EXPECT_THROW(streamkit::minmax_normalize_async<T>(in_ref, out_ref, {T(1), T(1), false}, s), std::invalid_argument);
+  EXPECT_THROW(streamkit::minmax_normalize_async<T>(in_ref, matrix_ref<T>{out_ref.data, 122, 45, out_ref.ld, out_ref.order}, {}, s),
+               std::invalid_argument);
+  EXPECT_THROW(streamkit::minmax_normalize_async<T>(in_ref, matrix_ref<T>{out_ref.data, 123, 45, 100, out_ref.order}, {}, s),
+               std::invalid_argument);
+  EXPECT_EQ(to_host(d_out, s), out.storage) << "a rejected call must not write";
+}
+
+TYPED_TEST(MinMax, HostPipelineIsIdenticalForPinnedPageableAndAnyStreamCount)
+{
+  using T = TypeParam;
+  struct shape { std::size_t rows, cols; layout order; std::size_t pad; };
+  std::vector<shape> const shapes{{60, 5000, layout::row_major, 0}, {7, 3, layout::row_major, 1}, {1000, 33, layout::column_major, 2},
+                                  {300, 900, layout::row_major, 5}, {64, 1, layout::column_major, 0}};
+  std::vector<host_matrix<T>> inputs;
+  for (auto const& sh : shapes) {
+    inputs.emplace_back(sh.rows, sh.cols, sh.order, sh.pad);
+    fill_random(inputs.back(), this->rng);
+  }
+  streamkit::minmax_options<T> const options{T(-1), T(1), false};
+  std::vector<std::vector<T>> first_result;
+  for (int streams : {1, 3}) {
+    for (auto mode : {streamkit::pageable_transfer::stage, streamkit::pageable_transfer::register_in_place}) {
+      for (bool pinned : {false, true}) {
+        for (bool in_place : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << streams << " streams, pinned " << pinned << ", register " << (mode != streamkit::pageable_transfer::stage) << ", in place " << in_place);
+          streamkit::minmax_host_pipeline<T> pipeline(0, {streams, mode});
+          std::vector<host_matrix<T>> outs;
+          std::vector<streamkit::pinned_buffer<T>> pinned_storage;
+          std::vector<matrix_ref<T const>> in_refs;
+          std::vector<matrix_ref<T>> out_refs;
+          std::vector<host_matrix<T>> work = inputs;
+          for (std::size_t k = 0; k < inputs.size(); ++k) {
+            outs.emplace_back(inputs[k].rows, inputs[k].cols, inputs[k].order, shapes[k].pad);
+            T* in_data = work[k].storage.data();
+            T* out_data = outs[k].storage.data();
+            if (pinned) {
+              pinned_storage.emplace_back(work[k].storage.size());
+              std::copy(work[k].storage.begin(), work[k].storage.end(), pinned_storage.back().begin());
+              in_data = pinned_storage.back().data();
+              pinned_storage.emplace_back(outs[k].storage.size());
+              std::copy(outs[k].storage.begin(), outs[k].storage.end(), pinned_storage.back().begin());
+              out_data = pinned_storage.back().data();
+            }
+            in_refs.push_back(work[k].ref(in_data));
+            out_refs.push_back(in_place ? work[k].ref(in_data) : outs[k].ref(out_data));
+          }
+          pipeline.run(in_refs, out_refs, options);
+          if (!in_place) { pipeline.run(in_refs, out_refs, options); }  // again: reused buffers give the same answer
+          std::vector<std::vector<T>> result;
+          for (std::size_t k = 0; k < inputs.size(); ++k) {
+            host_matrix<T> got = in_place ? work[k] : outs[k];
+            T const* data = out_refs[k].data;
+            std::copy(data, data + got.storage.size(), got.storage.begin());
+            expect_scaled(inputs[k], got, -1, 1, false);
+            result.push_back(got.storage);
+          }
+          if (!in_place) {
+            if (first_result.empty()) { first_result = result; }
+            EXPECT_EQ(result, first_result) << "results differ between transfer modes or stream counts";
+          }
+        }
+      }
+    }
+  }
+}
+
+// Host-side checks that run without a GPU: validation happens before any CUDA call.
+
+TEST(MinMaxHost, BadArgumentsNameTheArgument)
+{
+  double x = 0.0;
+  auto const stream = streamkit::stream_ref::per_thread_default();
+  matrix_ref<double const> const null_in{nullptr, 3, 4, 4, layout::row_major};
+  matrix_ref<double> const out{&x, 3, 4, 4, layout::row_major};
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::minmax_normalize_async<double>(null_in, out, {}, stream), std::invalid_argument,
+                              "in: null data with 3 x 4 elements");
+  matrix_ref<double const> const narrow{&x, 3, 4, 3, layout::row_major};
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::minmax_normalize_async<double>(narrow, out, {}, stream), std::invalid_argument,
+                              "in: leading dimension 3 is less than the width 4");
+  matrix_ref<double const> const short_col{&x, 5, 4, 4, layout::column_major};
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::column_minmax_async<double>(short_col, &x, &x, stream), std::invalid_argument,
+                              "x: leading dimension 4 is less than the height 5");
+  matrix_ref<double const> const in{&x, 3, 4, 4, layout::row_major};
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::minmax_normalize_async<double>(in, out, {1.0, 1.0, false}, stream), std::invalid_argument,
+                              "feature_range: needs finite lo < hi");
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::minmax_normalize_async<double>(in, matrix_ref<double>{&x, 3, 5, 5, layout::row_major}, {}, stream),
+                              std::invalid_argument, "out: shape 3 x 5 does not match the input's 3 x 4");
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::minmax_scaler<float>({2.0F, -1.0F, false}), std::invalid_argument, "feature_range");
+  streamkit::minmax_scaler<double> const unfitted;
+  STREAMKIT_EXPECT_THROW_WITH(unfitted.transform_async(in, out, stream), std::logic_error, "transform() before fit()");
+  EXPECT_NO_THROW(streamkit::minmax_normalize_async<double>(matrix_ref<double const>{nullptr, 0, 4, 4, layout::row_major},
+                                                            matrix_ref<double>{nullptr, 0, 4, 4, layout::row_major}, {}, stream));
+}
+
+TEST(MinMaxHost, OrderedBitsPreserveTheOrder)
+{
+  std::vector<double> const values{-std::numeric_limits<double>::infinity(), -1e300, -1.0, -1e-300, -0.0, 0.0, 1e-300, 2.5, 1e300,
+                                   std::numeric_limits<double>::infinity()};
+  for (std::size_t a = 0; a + 1 < values.size(); ++a) {
+    EXPECT_LE(streamkit::detail::to_ordered(values[a]), streamkit::detail::to_ordered(values[a + 1]));
+    EXPECT_EQ(streamkit::detail::from_ordered<double>(streamkit::detail::to_ordered(values[a])), values[a]);
+  }
+  EXPECT_LT(streamkit::detail::to_ordered(-1.5F), streamkit::detail::to_ordered(1.5F));
+}
+
+TEST(MatrixRef, OffsetsAndExtentBeyond32Bits)
+{
+  matrix_ref<float> const row{nullptr, std::size_t{1} << 20, std::size_t{1} << 13, (std::size_t{1} << 13) + 7, layout::row_major};
+  EXPECT_EQ(row.offset((std::size_t{1} << 20) - 1, 5), ((std::size_t{1} << 20) - 1) * ((std::size_t{1} << 13) + 7) + 5);
+  EXPECT_GT(row.extent(), std::size_t{1} << 33);
+  matrix_ref<float> const col{nullptr, 10, 3, 12, layout::column_major};
+  EXPECT_EQ(col.offset(9, 2), 33U);
+  EXPECT_EQ(col.extent(), 34U);
+}
+
+}  // namespace
