@@ -48,11 +48,18 @@ template <class T>
 void reduce_into(matrix_ref<T const> const& x, ordered_t<T>* min_bits, ordered_t<T>* max_bits, stream_ref stream)
 {
   if (x.rows == 0 || x.cols == 0) { return; }
-  bool const row_major = x.order == layout::row_major;
-  std::size_t const column_blocks = (x.cols + (row_major ? rows_block_x : rows_block_y) - 1) / (row_major ? rows_block_x : rows_block_y);
   int sm_count = 0;
   STREAMKIT_CUDA_TRY(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, stream.device()));
   std::size_t const wanted_blocks = static_cast<std::size_t>(sm_count) * 32;
+  bool const row_major = x.order == layout::row_major;
+  if (row_major && x.ld == x.cols && 256 % x.cols == 0) {
+    std::size_t const rows_per_block = std::max<std::size_t>((x.rows + wanted_blocks - 1) / wanted_blocks, 256 / x.cols);
+    minmax_reduce_narrow<T><<<blocks_for(x.rows, static_cast<unsigned>(rows_per_block)), 256, 0, stream.value()>>>(
+      x.data, x.rows, x.cols, rows_per_block, min_bits, max_bits);
+    STREAMKIT_CHECK_LAUNCH();
+    return;
+  }
+  std::size_t const column_blocks = (x.cols + (row_major ? rows_block_x : rows_block_y) - 1) / (row_major ? rows_block_x : rows_block_y);
   std::size_t const row_chunks = std::clamp<std::size_t>(wanted_blocks / column_blocks, 1, 65535);
   std::size_t const minimum_rows = row_major ? 64 : 256;
   std::size_t rows_per_block = std::max((x.rows + row_chunks - 1) / row_chunks, minimum_rows);
@@ -82,7 +89,10 @@ void apply(matrix_ref<T const> const& in, matrix_ref<T> const& out, T const* min
            stream_ref stream)
 {
   if (in.rows == 0 || in.cols == 0) { return; }
-  minmax_apply<T, Inverse><<<blocks_for(in.rows * in.cols, 256), 256, 0, stream.value()>>>(in, out, min, scale, s);
+  int sm_count = 0;
+  STREAMKIT_CUDA_TRY(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, stream.device()));
+  unsigned const blocks = std::min(blocks_for(in.rows * in.cols, 256), static_cast<unsigned>(sm_count) * 32);
+  minmax_apply<T, Inverse><<<blocks, 256, 0, stream.value()>>>(in, out, min, scale, s);
   STREAMKIT_CHECK_LAUNCH();
 }
 

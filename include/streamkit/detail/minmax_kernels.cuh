@@ -85,6 +85,14 @@ __device__ inline void fold(T x, T& min, T& max)
   if (x > max) { max = x; }
 }
 
+/// Merges another running (min, max) into this one.
+template <class T>
+__device__ inline void merge(T other_min, T other_max, T& min, T& max)
+{
+  if (other_min < min) { min = other_min; }
+  if (other_max > max) { max = other_max; }
+}
+
 /// (min, max) as stored: an all-NaN column, still (+inf, -inf), becomes (NaN, NaN).
 template <class T>
 __device__ inline void settle(T& min, T& max)
@@ -123,8 +131,7 @@ __global__ void __launch_bounds__(rows_block_x * rows_block_y)
   __syncthreads();
 #pragma unroll
   for (int y = 0; y < rows_block_y; ++y) {
-    fold(shared_min[y][threadIdx.x], min, max);
-    fold(shared_max[y][threadIdx.x], min, max);
+    merge(shared_min[y][threadIdx.x], shared_max[y][threadIdx.x], min, max);
   }
   settle(min, max);
   if (j >= in.cols) { return; }
@@ -160,8 +167,7 @@ __global__ void __launch_bounds__(256)
   }
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) {
-    fold(__shfl_xor_sync(0xffffffffU, min, offset), min, max);
-    fold(__shfl_xor_sync(0xffffffffU, max, offset), min, max);
+    merge(__shfl_xor_sync(0xffffffffU, min, offset), __shfl_xor_sync(0xffffffffU, max, offset), min, max);
   }
   settle(min, max);
   if (lane == 0) {
@@ -201,8 +207,7 @@ __global__ void __launch_bounds__(rows_block_x * rows_block_y)
     __syncthreads();
     if (threadIdx.y != 0) { return; }
     for (int y = 1; y < rows_block_y; ++y) {
-      fold(shared_min[y][threadIdx.x], min, max);
-      fold(shared_max[y][threadIdx.x], min, max);
+      merge(shared_min[y][threadIdx.x], shared_max[y][threadIdx.x], min, max);
     }
   } else {
     j = blockIdx.x * std::size_t{rows_block_y} + threadIdx.y;
@@ -211,8 +216,7 @@ __global__ void __launch_bounds__(rows_block_x * rows_block_y)
     }
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) {
-      fold(__shfl_xor_sync(0xffffffffU, min, offset), min, max);
-      fold(__shfl_xor_sync(0xffffffffU, max, offset), min, max);
+      merge(__shfl_xor_sync(0xffffffffU, min, offset), __shfl_xor_sync(0xffffffffU, max, offset), min, max);
     }
     if (threadIdx.x != 0) { return; }
   }
@@ -247,20 +251,64 @@ __global__ void minmax_finalize(std::size_t cols, ordered_t<T> const* min_bits, 
   }
 }
 
-/// out(i, j) = scaled (or, with Inverse, unscaled) in(i, j), from per-column min and scale.
+/// out(i, j) = scaled (or, with Inverse, unscaled) in(i, j), from per-column min and scale. Walks
+/// the elements in storage order with a grid stride, keeping (outer, inner) indices incrementally
+/// so that no division happens per element.
 template <class T, bool Inverse>
 __global__ void minmax_apply(matrix_ref<T const> in, matrix_ref<T> out, T const* min, T const* scale, scaling<T> s)
 {
-  std::size_t const total = in.rows * in.cols;
   bool const row_major = in.order == layout::row_major;
   std::size_t const inner = row_major ? in.cols : in.rows;
-  for (std::size_t e = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; e < total; e += std::size_t{gridDim.x} * blockDim.x) {
-    std::size_t const outer_index = e / inner;
-    std::size_t const inner_index = e - outer_index * inner;
+  std::size_t const total = in.rows * in.cols;
+  std::size_t const stride = std::size_t{gridDim.x} * blockDim.x;
+  std::size_t e = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (e >= total) { return; }
+  std::size_t outer_index = e / inner;
+  std::size_t inner_index = e - outer_index * inner;
+  std::size_t const step_outer = stride / inner;
+  std::size_t const step_inner = stride - step_outer * inner;
+  for (; e < total; e += stride) {
     std::size_t const i = row_major ? outer_index : inner_index;
     std::size_t const j = row_major ? inner_index : outer_index;
     T const x = in(i, j);
     out(i, j) = Inverse ? unscale_value(x, min[j], scale[j], s) : scale_value(x, min[j], scale[j], s);
+    inner_index += step_inner;
+    outer_index += step_outer;
+    if (inner_index >= inner) {
+      inner_index -= inner;
+      ++outer_index;
+    }
+  }
+}
+
+/// Dense row-major matrices with few columns (cols divides 256): a flat, fully coalesced reduction
+/// in which every thread always meets the same column (256 / cols rows per step).
+template <class T>
+__global__ void __launch_bounds__(256)
+  minmax_reduce_narrow(T const* data, std::size_t rows, std::size_t cols, std::size_t rows_per_block,
+                       ordered_t<T>* min_bits, ordered_t<T>* max_bits)
+{
+  __shared__ ordered_t<T> shared_min[256];
+  __shared__ ordered_t<T> shared_max[256];
+  T const infinity = cuda::std::numeric_limits<T>::infinity();
+  if (threadIdx.x < cols) {
+    shared_min[threadIdx.x] = to_ordered(infinity);
+    shared_max[threadIdx.x] = to_ordered(-infinity);
+  }
+  __syncthreads();
+  std::size_t const row_begin = blockIdx.x * rows_per_block;
+  std::size_t const row_end = row_begin + rows_per_block < rows ? row_begin + rows_per_block : rows;
+  T min = infinity;
+  T max = -infinity;
+  for (std::size_t e = row_begin * cols + threadIdx.x; e < row_end * cols; e += 256) { fold(data[e], min, max); }
+  if (min <= max) {
+    atomicMin(shared_min + threadIdx.x % cols, to_ordered(min));
+    atomicMax(shared_max + threadIdx.x % cols, to_ordered(max));
+  }
+  __syncthreads();
+  if (threadIdx.x < cols && shared_min[threadIdx.x] <= shared_max[threadIdx.x]) {
+    atomicMin(min_bits + threadIdx.x, shared_min[threadIdx.x]);
+    atomicMax(max_bits + threadIdx.x, shared_max[threadIdx.x]);
   }
 }
 

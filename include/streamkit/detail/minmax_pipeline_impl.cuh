@@ -121,6 +121,10 @@ template <class T>
 void copy_lines_async(T* to, std::size_t to_ld, T const* from, std::size_t from_ld, std::size_t lines, std::size_t length,
                       cudaMemcpyKind kind, stream_ref stream)
 {
+  if (to_ld == length && from_ld == length) {
+    STREAMKIT_CUDA_TRY(cudaMemcpyAsync(to, from, lines * length * sizeof(T), kind, stream.value()));
+    return;
+  }
   STREAMKIT_CUDA_TRY(cudaMemcpy2DAsync(to, to_ld * sizeof(T), from, from_ld * sizeof(T), length * sizeof(T), lines, kind,
                                        stream.value()));
 }

@@ -49,7 +49,7 @@ struct pass1_shape<float> {
 template <>
 struct pass1_shape<double> {
   static constexpr int threads = 128;
-  static constexpr int obs_per_thread = 8;
+  static constexpr int obs_per_thread = 4;
   static constexpr int group = 16;
   static constexpr int tile = 256;
 };

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# One command for a machine with a GPU: build the tests in Release with -lineinfo, run the whole
+# suite, then run it under compute-sanitizer memcheck (with leak checking), racecheck, synccheck and
+# initcheck, and print one summary line per tool.
+#
+#   tests/gpu_check.sh [build-dir]        (default build-gpu-check)
+#   STREAMKIT_TEST_BINARY=path tests/gpu_check.sh   reuse an already built test binary
+#
+# Tests that measure overlap or copy speed are left out under the sanitizers, which serialise
+# kernels and slow copies; they run in the plain pass.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build-gpu-check}
+logs=${STREAMKIT_LOG_DIR:-$build/gpu-check-logs}
+mkdir -p "$logs"
+
+binary=${STREAMKIT_TEST_BINARY:-}
+if [ -z "$binary" ]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_FLAGS=-lineinfo \
+    -DSTREAMKIT_BUILD_BENCHMARKS=OFF -DSTREAMKIT_BUILD_EXAMPLES=OFF >"$logs/configure.log" 2>&1 &&
+    cmake --build "$build" --target streamkit_tests >"$logs/build.log" 2>&1 || { echo "build failed: see $logs"; exit 1; }
+  binary=$build/tests/streamkit_tests
+fi
+
+summary=()
+"$binary" >"$logs/tests.log" 2>&1
+status=$?
+summary+=("tests:      $(grep -E '^\[  PASSED  \]' "$logs/tests.log" | head -1) $(grep -E '^\[  FAILED  \] [0-9]+ test' "$logs/tests.log" | head -1) (exit $status)")
+
+filter='-*Overlap*:*Faster*'
+sanitizer=${COMPUTE_SANITIZER:-compute-sanitizer}
+failed=$status
+for tool in memcheck racecheck synccheck initcheck; do
+  extra=()
+  [ "$tool" = memcheck ] && extra=(--leak-check full)
+  "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 99 "$binary" --gtest_filter="$filter" >"$logs/$tool.log" 2>&1
+  code=$?
+  [ $code -ne 0 ] && failed=1
+  summary+=("$(printf '%-11s' "$tool:") $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/$tool.log" | tail -1) (exit $code)")
+done
+
+printf '%s\n' "${summary[@]}"
+exit $failed
