@@ -111,7 +111,7 @@ void nearest_on_gpus(benchmark::State& state)
 
 }  // namespace
 
-BENCHMARK(sum_normalize_10x10M)->Arg(1)->Arg(3)->Arg(4)->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(sum_normalize_10x10M)->Arg(1)->Arg(3)->Arg(10)->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK(nearest_on_gpus)->Arg(1)->Arg(2)->Arg(4)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3)->Repetitions(1);
 
 BENCHMARK_MAIN();
