@@ -3,7 +3,7 @@
 #include "gpu_timing.hpp"
 
 #include <streamkit/device_buffer.hpp>
-#include <streamkit/minmax.cuh>
+#include <streamkit/minmax_dispatch.cuh>
 #include <streamkit/pinned_buffer.hpp>
 
 #include <benchmark/benchmark.h>
@@ -97,10 +97,16 @@ void column_major_200x500000_float(benchmark::State& state)
   device_resident_single<float>(state, 200, 500000, streamkit::layout::column_major);
 }
 
-/// Host to host: 18 arrays from host memory (pinned, or std::vector) and back, wall time.
-void host_to_host(benchmark::State& state, bool pinned, streamkit::pageable_transfer mode)
+/// Host to host: 18 arrays from host memory (pinned, or std::vector) and back over the first
+/// `gpus` devices with `streams` streams each, wall time.
+void host_to_host(benchmark::State& state, bool pinned, streamkit::pageable_transfer mode, int gpus, int streams)
 {
   if (!streamkit_bench::require_gpu(state)) { return; }
+  if (gpus > streamkit::device_count()) {
+    state.SkipWithError("not enough GPUs");
+    for (auto _ : state) {}
+    return;
+  }
   std::size_t const count = rows * cols;
   std::vector<std::vector<double>> pageable_in(pinned ? 0 : batch), pageable_out(pinned ? 0 : batch);
   std::vector<streamkit::pinned_buffer<double>> pinned_in, pinned_out;
@@ -124,20 +130,33 @@ void host_to_host(benchmark::State& state, bool pinned, streamkit::pageable_tran
     inputs.push_back(streamkit::matrix_ref<double const>::dense(in, rows, cols));
     outputs.push_back(streamkit::matrix_ref<double>::dense(out, rows, cols));
   }
-  streamkit::minmax_host_pipeline<double> pipeline(0, {static_cast<int>(state.range(0)), mode});
-  pipeline.run(inputs, outputs);  // warm-up: buffers are allocated here
+  std::vector<int> devices(static_cast<std::size_t>(gpus));
+  for (int g = 0; g < gpus; ++g) { devices[static_cast<std::size_t>(g)] = g; }
+  streamkit::dispatcher workers({devices, streams});
+  streamkit::dispatch_minmax_normalize(workers, inputs, outputs, {}, mode);  // warm-up: buffers are allocated here
   for (auto _ : state) {
     auto const begin = std::chrono::steady_clock::now();
-    pipeline.run(inputs, outputs);
+    streamkit::dispatch_minmax_normalize(workers, inputs, outputs, {}, mode);
     state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
   }
   state.counters["bytes_per_s"] = benchmark::Counter(static_cast<double>(2 * batch * count * sizeof(double)),
                                                      benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["gpus"] = gpus;
 }
 
-void host_pinned(benchmark::State& state) { host_to_host(state, true, streamkit::pageable_transfer::stage); }
-void host_pageable_staged(benchmark::State& state) { host_to_host(state, false, streamkit::pageable_transfer::stage); }
-void host_pageable_registered(benchmark::State& state) { host_to_host(state, false, streamkit::pageable_transfer::register_in_place); }
+using streamkit::pageable_transfer;
+/// Argument: streams per device, on device 0.
+void host_pinned(benchmark::State& state) { host_to_host(state, true, pageable_transfer::stage, 1, static_cast<int>(state.range(0))); }
+void host_pageable_staged(benchmark::State& state)
+{
+  host_to_host(state, false, pageable_transfer::stage, 1, static_cast<int>(state.range(0)));
+}
+void host_pageable_registered(benchmark::State& state)
+{
+  host_to_host(state, false, pageable_transfer::register_in_place, 1, static_cast<int>(state.range(0)));
+}
+/// Argument: GPUs, 3 streams each; pinned memory.
+void host_pinned_gpus(benchmark::State& state) { host_to_host(state, true, pageable_transfer::stage, static_cast<int>(state.range(0)), 3); }
 
 }  // namespace
 
@@ -147,8 +166,9 @@ STREAMKIT_DEVICE_BENCH(device_resident_18x60x98450);
 STREAMKIT_DEVICE_BENCH(tall_2p24x16_float_row_major);
 STREAMKIT_DEVICE_BENCH(column_major_98450x60_double);
 STREAMKIT_DEVICE_BENCH(column_major_200x500000_float);
-STREAMKIT_DEVICE_BENCH(host_pinned)->Arg(2)->Arg(4);
-STREAMKIT_DEVICE_BENCH(host_pageable_staged)->Arg(16);
+STREAMKIT_DEVICE_BENCH(host_pinned)->Arg(2)->Arg(3)->Arg(4);
+STREAMKIT_DEVICE_BENCH(host_pageable_staged)->Arg(8)->Arg(16);
+STREAMKIT_DEVICE_BENCH(host_pinned_gpus)->Arg(1)->Arg(2)->Arg(4);
 BENCHMARK(host_pageable_registered)->Arg(16)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(2)->Repetitions(1);
 
 BENCHMARK_MAIN();

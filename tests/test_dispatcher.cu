@@ -12,6 +12,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -22,16 +23,24 @@ __global__ void square_plus_one(double const* in, double* out, std::size_t count
   if (i < count) { out[i] = __fma_rn(in[i], in[i], 1.0); }  // fused, as the host reference
 }
 
-/// The generic workload of these tests: out[i] = in[i]^2 + 1 through each worker's workspace.
-void enqueue_squares(streamkit::chunk_context& chunk, double const* in, double* out, std::size_t capacity)
+/// The generic workload of these tests: out[i] = in[i]^2 + 1 through each worker's workspace, with
+/// the copies queued per device (ordered) or left to the streams.
+void enqueue_squares(streamkit::chunk_context& chunk, double const* in, double* out, std::size_t capacity, bool ordered = true)
 {
   std::size_t const count = chunk.items.size();
   double* d_in = chunk.workspace.device<double>(capacity, 0);
   double* d_out = chunk.workspace.device<double>(capacity, 1);
-  STREAMKIT_CUDA_TRY(cudaMemcpyAsync(d_in, in + chunk.items.begin, count * sizeof(double), cudaMemcpyHostToDevice, chunk.stream.value()));
-  square_plus_one<<<static_cast<unsigned>((count + 255) / 256), 256, 0, chunk.stream.value()>>>(d_in, d_out, count);
+  cudaStream_t const s = chunk.stream.value();
+  auto const copy_in = [&] {
+    STREAMKIT_CUDA_TRY(cudaMemcpyAsync(d_in, in + chunk.items.begin, count * sizeof(double), cudaMemcpyHostToDevice, s));
+  };
+  auto const copy_out = [&] {
+    STREAMKIT_CUDA_TRY(cudaMemcpyAsync(out + chunk.items.begin, d_out, count * sizeof(double), cudaMemcpyDeviceToHost, s));
+  };
+  ordered ? chunk.copy_in(copy_in) : copy_in();
+  square_plus_one<<<static_cast<unsigned>((count + 255) / 256), 256, 0, s>>>(d_in, d_out, count);
   STREAMKIT_CHECK_LAUNCH();
-  STREAMKIT_CUDA_TRY(cudaMemcpyAsync(out + chunk.items.begin, d_out, count * sizeof(double), cudaMemcpyDeviceToHost, chunk.stream.value()));
+  ordered ? chunk.copy_out(copy_out) : copy_out();
 }
 
 TEST(DispatcherPlan, ChunksCoverTheBatchExactlyOnce)
@@ -85,10 +94,12 @@ TEST_F(Dispatcher, ResultsAreIdenticalForAnyDevicesChunksAndStreams)
     for (int streams : {1, 3}) {
       streamkit::dispatcher d({devices, streams});
       for (std::size_t chunk : {std::size_t{1000}, std::size_t{77777}, n, 10 * n}) {
+        bool const ordered = chunk != 1000;
+        SCOPED_TRACE(::testing::Message() << devices.size() << " devices, " << streams << " streams, chunk " << chunk);
         std::vector<double> out(n, std::nan(""));
         std::atomic<std::size_t> calls{0};
         std::size_t last_done = 0;
-        d.run(n, chunk, [&](streamkit::chunk_context& c) { ++calls; enqueue_squares(c, in.data(), out.data(), chunk); },
+        d.run(n, chunk, [&](streamkit::chunk_context& c) { ++calls; enqueue_squares(c, in.data(), out.data(), chunk, ordered); },
               [&](std::size_t done, std::size_t total) {
                 EXPECT_EQ(done, last_done + 1);
                 last_done = done;
@@ -148,6 +159,87 @@ TEST_F(Dispatcher, AnAllocationFailurePropagatesWithoutAHang)
   }
 }
 
+TEST_F(Dispatcher, APinnedAllocationFailurePropagatesAndReleasesEverything)
+{
+  streamkit::dispatcher d({{0}, 2});
+  std::vector<double> in(1000, 2.0), out(1000, 0.0);
+  d.run(1000, 100, [&](streamkit::chunk_context& c) { enqueue_squares(c, in.data(), out.data(), 100); });  // warm-up
+  std::size_t const pinned_before = streamkit::pinned_bytes_in_use();
+  std::size_t free_before = 0, free_after = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+  std::size_t const impossible = std::size_t{1} << 52;  // 4 PiB of page-locked memory
+  try {
+    d.run(1000, 100, [&](streamkit::chunk_context& c) {
+      if (c.items.begin == 500) { static_cast<void>(c.workspace.pinned<std::byte>(impossible, 3)); }
+      enqueue_squares(c, in.data(), out.data(), 100);
+    });
+    FAIL() << "no exception";
+  } catch (streamkit::dispatch_error const& error) {
+    EXPECT_EQ(error.items().begin, 500U);
+    EXPECT_THROW(std::rethrow_exception(error.original()), streamkit::cuda_error);
+  }
+  EXPECT_EQ(streamkit::pinned_bytes_in_use(), pinned_before);
+  ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
+  EXPECT_EQ(free_after, free_before);
+  std::fill(out.begin(), out.end(), 0.0);
+  d.run(1000, 100, [&](streamkit::chunk_context& c) { enqueue_squares(c, in.data(), out.data(), 100); });
+  for (double x : out) { ASSERT_EQ(x, 5.0); }
+}
+
+TEST_F(Dispatcher, ACudaErrorInsideAChunkNamesTheChunk)
+{
+  streamkit::dispatcher d({{0}, 2});
+  std::vector<double> in(1000, 2.0), out(1000, 0.0);
+  try {
+    d.run(1000, 100, [&](streamkit::chunk_context& c) {
+      enqueue_squares(c, in.data(), out.data(), 100);
+      if (c.items.begin == 300) {  // an invalid copy: a CUDA error, not a C++ one
+        STREAMKIT_CUDA_TRY(cudaMemcpyAsync(nullptr, in.data(), 8, cudaMemcpyHostToDevice, c.stream.value()));
+      }
+    });
+    FAIL() << "no exception";
+  } catch (streamkit::dispatch_error const& error) {
+    EXPECT_EQ(error.items().begin, 300U);
+    EXPECT_THROW(std::rethrow_exception(error.original()), streamkit::cuda_error);
+    EXPECT_NE(std::string(error.what()).find("cudaMemcpyAsync"), std::string::npos) << error.what();
+  }
+  d.run(1000, 100, [&](streamkit::chunk_context& c) { enqueue_squares(c, in.data(), out.data(), 100); });
+  for (double x : out) { ASSERT_EQ(x, 5.0); }
+}
+
+TEST_F(Dispatcher, OneRunAtATimeFromManyThreads)
+{
+  // Threads sharing one dispatcher: each run either completes correctly or is refused with
+  // std::logic_error while another is in progress; nothing else happens.
+  streamkit::dispatcher d({{0}, 2});
+  constexpr int threads = 8;
+  std::vector<std::vector<double>> in(threads), out(threads);
+  std::atomic<int> completed{0}, refused{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    in[t].assign(20000, static_cast<double>(t));
+    out[t].assign(20000, -1.0);
+    pool.emplace_back([&, t] {
+      for (int attempt = 0; attempt < 20; ++attempt) {
+        try {
+          d.run(20000, 1000, [&](streamkit::chunk_context& c) { enqueue_squares(c, in[t].data(), out[t].data(), 1000); });
+          ++completed;
+        } catch (std::logic_error const& error) {
+          EXPECT_NE(std::string(error.what()).find("already running"), std::string::npos);
+          ++refused;
+        }
+      }
+    });
+  }
+  for (auto& thread : pool) { thread.join(); }
+  EXPECT_EQ(completed + refused, threads * 20);
+  EXPECT_GT(completed.load(), 0);
+  for (int t = 0; t < threads; ++t) {
+    bool const ran = out[t][0] != -1.0;
+    for (double x : out[t]) { ASSERT_EQ(x, ran ? std::fma(double(t), double(t), 1.0) : -1.0); }
+  }
+}
+
 TEST_F(Dispatcher, AsyncRunAndProgress)
 {
   streamkit::dispatcher d({{0}, 2});
@@ -170,10 +262,12 @@ TEST_F(Dispatcher, StressOfSmallBatchesKeepsMemoryFlat)
   std::size_t const allocations = d.workspace_allocations();
   std::size_t free_before = 0, total = 0, free_after = 0;
   ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+  std::size_t const pinned_before = streamkit::pinned_bytes_in_use();
   for (int batch = 0; batch < 1000; ++batch) { d.run(512, 64, enqueue); }
   ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
   EXPECT_EQ(d.workspace_allocations(), allocations) << "no allocation after warm-up";
   EXPECT_EQ(free_after, free_before);
+  EXPECT_EQ(streamkit::pinned_bytes_in_use(), pinned_before);
   for (double x : out) { ASSERT_EQ(x, 3.25); }
 }
 

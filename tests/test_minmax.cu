@@ -3,6 +3,7 @@
 #include "test_support.hpp"
 
 #include <streamkit/minmax.cuh>
+#include <streamkit/minmax_dispatch.cuh>
 #include <streamkit/pinned_buffer.hpp>
 #include <streamkit/stream.hpp>
 
@@ -297,7 +298,7 @@ TYPED_TEST(MinMax, ColumnMinmaxAndBadInputsWriteNothing)
   EXPECT_EQ(to_host(d_out, s), out.storage) << "a rejected call must not write";
 }
 
-TYPED_TEST(MinMax, HostPipelineIsIdenticalForPinnedPageableAndAnyStreamCount)
+TYPED_TEST(MinMax, HostToHostIsIdenticalForPinnedPageableAndAnyDevicesAndStreams)
 {
   using T = TypeParam;
   struct shape { std::size_t rows, cols; layout order; std::size_t pad; };
@@ -310,12 +311,12 @@ TYPED_TEST(MinMax, HostPipelineIsIdenticalForPinnedPageableAndAnyStreamCount)
   }
   streamkit::minmax_options<T> const options{T(-1), T(1), false};
   std::vector<std::vector<T>> first_result;
-  for (int streams : {1, 3}) {
+  for (auto const& [devices, streams] : std::vector<std::pair<std::vector<int>, int>>{{{0}, 1}, {{0}, 3}, {{0, 0}, 2}}) {
     for (auto mode : {streamkit::pageable_transfer::stage, streamkit::pageable_transfer::register_in_place}) {
       for (bool pinned : {false, true}) {
         for (bool in_place : {false, true}) {
-          SCOPED_TRACE(::testing::Message() << streams << " streams, pinned " << pinned << ", register " << (mode != streamkit::pageable_transfer::stage) << ", in place " << in_place);
-          streamkit::minmax_host_pipeline<T> pipeline(0, {streams, mode});
+          SCOPED_TRACE(::testing::Message() << devices.size() << " devices, " << streams << " streams, pinned " << pinned << ", register " << (mode != streamkit::pageable_transfer::stage) << ", in place " << in_place);
+          streamkit::dispatcher workers({devices, streams});
           std::vector<host_matrix<T>> outs;
           std::vector<streamkit::pinned_buffer<T>> pinned_storage;
           std::vector<matrix_ref<T const>> in_refs;
@@ -336,8 +337,12 @@ TYPED_TEST(MinMax, HostPipelineIsIdenticalForPinnedPageableAndAnyStreamCount)
             in_refs.push_back(work[k].ref(in_data));
             out_refs.push_back(in_place ? work[k].ref(in_data) : outs[k].ref(out_data));
           }
-          pipeline.run(in_refs, out_refs, options);
-          if (!in_place) { pipeline.run(in_refs, out_refs, options); }  // again: reused buffers give the same answer
+          streamkit::dispatch_minmax_normalize(workers, in_refs, out_refs, options, mode);
+          if (!in_place) {  // again: reused buffers give the same answer, and nothing is allocated
+            std::size_t const allocations = workers.workspace_allocations();
+            streamkit::dispatch_minmax_normalize(workers, in_refs, out_refs, options, mode);
+            EXPECT_EQ(workers.workspace_allocations(), allocations);
+          }
           std::vector<std::vector<T>> result;
           for (std::size_t k = 0; k < inputs.size(); ++k) {
             host_matrix<T> got = in_place ? work[k] : outs[k];

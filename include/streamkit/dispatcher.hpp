@@ -11,11 +11,18 @@
 /// stays usable, except after a sticky CUDA error (e.g. an illegal address), which ends the CUDA
 /// context of that device for the whole process.
 ///
-/// One run at a time per dispatcher (run_async() of a busy dispatcher throws std::logic_error).
+/// Copies: chunk_context::copy_in()/copy_out() put the copies of a device's chunks in one queue per
+/// direction, so with several streams per device the bus carries one chunk at a time in each
+/// direction while other chunks compute.
+///
+/// Threads: one run at a time per dispatcher; run() or run_async() while a batch is running throws
+/// std::logic_error (so sharing a dispatcher between host threads is safe but serialises nothing:
+/// use one dispatcher per thread to run batches at once).
 
 #include <streamkit/device.hpp>
 #include <streamkit/device_buffer.hpp>
 #include <streamkit/error.hpp>
+#include <streamkit/event.hpp>
 #include <streamkit/pinned_buffer.hpp>
 #include <streamkit/stream.hpp>
 
@@ -84,15 +91,63 @@ class stream_workspace {
   std::size_t allocations_ = 0;
 };
 
+namespace detail {
+/// Per device lane: the copies in of its chunks run one after another, in the order the chunks
+/// were enqueued, and so do the copies out. Left to themselves, copies of several streams share
+/// the bus and all finish late, which delays every chunk's compute and its copy back.
+struct copy_order {
+  explicit copy_order(int device) : copied_in(device), copied_out(device) {}
+  std::mutex in_mutex;
+  std::mutex out_mutex;
+  event copied_in;
+  event copied_out;
+};
+}  // namespace detail
+
 /// What the caller's callable gets for one chunk. The callable enqueues the chunk's work (copies in,
 /// kernels, copies out) on `stream`; the dispatcher waits for the stream before the chunk counts as
-/// done, so host results written by copies on the stream are complete when run() returns.
-struct chunk_context {
+/// done, so host results written by copies on the stream are complete when run() returns, and the
+/// workspace is free again when the worker's next chunk starts.
+class chunk_context {
+ public:
+  chunk_context(int device_id, std::size_t lane_index, stream_ref work, item_range range, std::size_t worker_index,
+                stream_workspace& memory, detail::copy_order& order)
+      : device(device_id), lane(lane_index), stream(work), items(range), worker(worker_index), workspace(memory), order_(order)
+  {
+  }
+
   int device;
+  std::size_t lane;    ///< index of the device in dispatcher::devices(): state shared by that device's streams
   stream_ref stream;
   item_range items;
   std::size_t worker;  ///< index of the (device, stream) worker, stable within a run
   stream_workspace& workspace;
+
+  /// Enqueues host-to-device copies on `stream` after those of the device's previous chunk:
+  /// `enqueue()` is called with the order held.
+  template <class Enqueue>
+  void copy_in(Enqueue&& enqueue)
+  {
+    in_order(order_.in_mutex, order_.copied_in, std::forward<Enqueue>(enqueue));
+  }
+  /// As copy_in(), for device-to-host copies.
+  template <class Enqueue>
+  void copy_out(Enqueue&& enqueue)
+  {
+    in_order(order_.out_mutex, order_.copied_out, std::forward<Enqueue>(enqueue));
+  }
+
+ private:
+  template <class Enqueue>
+  void in_order(std::mutex& mutex, event& previous, Enqueue&& enqueue)
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (previous.recorded()) { stream.wait(previous); }
+    enqueue();
+    previous.record(stream);
+  }
+
+  detail::copy_order& order_;
 };
 
 /// The first failure of a run, with the device and the items it happened on.
@@ -139,6 +194,17 @@ namespace detail {
 {
   return (items + chunk_items - 1) / chunk_items;
 }
+/// The message of an exception, whatever its type.
+[[nodiscard]] inline std::string describe(std::exception_ptr const& error)
+{
+  try {
+    std::rethrow_exception(error);
+  } catch (std::exception const& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception not derived from std::exception";
+  }
+}
 /// The devices a dispatcher uses: the explicit list (validated) or 0 .. count-1.
 [[nodiscard]] inline std::vector<int> resolve_devices(std::vector<int> const& requested, int visible)
 {
@@ -163,10 +229,12 @@ class dispatcher {
     STREAMKIT_EXPECTS(options.streams_per_device >= 0, std::invalid_argument,
                       "options.streams_per_device: must not be negative, got " + std::to_string(options.streams_per_device));
     devices_ = detail::resolve_devices(options.devices, device_count());
-    for (int id : devices_) {
+    for (std::size_t lane = 0; lane < devices_.size(); ++lane) {
+      int const id = devices_[lane];
+      copy_orders_.push_back(std::make_unique<detail::copy_order>(id));
       int const streams = options.streams_per_device > 0 ? options.streams_per_device
                                                          : std::max(2, device(id).copy_engine_count());
-      for (int k = 0; k < streams; ++k) { workers_.push_back(std::make_unique<worker>(id)); }
+      for (int k = 0; k < streams; ++k) { workers_.push_back(std::make_unique<worker>(id, lane)); }
     }
   }
   dispatcher(dispatcher const&) = delete;
@@ -187,11 +255,50 @@ class dispatcher {
   }
 
   /// Runs `enqueue(chunk_context&)` for every chunk of [0, items) and waits.
-  /// @throws std::invalid_argument for chunk_items == 0; dispatch_error for a failed chunk.
+  /// @throws std::invalid_argument for chunk_items == 0; dispatch_error for a failed chunk;
+  /// std::logic_error if the dispatcher is already running a batch (from another thread or run_async).
   template <class Enqueue>
   void run(std::size_t items, std::size_t chunk_items, Enqueue&& enqueue, progress_callback const& progress = {})
   {
     STREAMKIT_EXPECTS(chunk_items > 0, std::invalid_argument, "chunk_items: must be positive");
+    exclusive_run const claim(running_);
+    run_claimed(items, chunk_items, enqueue, progress);
+  }
+
+  /// As run(), on a background thread; the returned future's get() waits and rethrows. The
+  /// callable and everything it refers to must outlive the run.
+  template <class Enqueue>
+  std::shared_future<void> run_async(std::size_t items, std::size_t chunk_items, Enqueue enqueue, progress_callback progress = {})
+  {
+    STREAMKIT_EXPECTS(chunk_items > 0, std::invalid_argument, "chunk_items: must be positive");
+    auto claim = std::make_shared<exclusive_run>(running_);
+    pending_ = std::async(std::launch::async, [this, items, chunk_items, enqueue = std::move(enqueue), progress, claim]() mutable {
+                 auto const held = std::move(claim);  // released when the run ends, not with the future
+                 run_claimed(items, chunk_items, enqueue, progress);
+               }).share();
+    return pending_;
+  }
+
+ private:
+  /// Holds the dispatcher's one run at a time.
+  class exclusive_run {
+   public:
+    explicit exclusive_run(std::atomic<bool>& running) : running_(running)
+    {
+      STREAMKIT_EXPECTS(!running_.exchange(true), std::logic_error,
+                        "dispatcher: a batch is already running (one run at a time per dispatcher)");
+    }
+    ~exclusive_run() { running_ = false; }
+    exclusive_run(exclusive_run const&) = delete;
+    exclusive_run& operator=(exclusive_run const&) = delete;
+
+   private:
+    std::atomic<bool>& running_;
+  };
+
+  template <class Enqueue>
+  void run_claimed(std::size_t items, std::size_t chunk_items, Enqueue& enqueue, progress_callback const& progress)
+  {
     std::size_t const chunks = detail::chunk_count(items, chunk_items);
     std::atomic<std::size_t> next{0};
     std::atomic<bool> stop{false};
@@ -205,15 +312,16 @@ class dispatcher {
         for (std::size_t chunk = next.fetch_add(1); chunk < chunks && !stop; chunk = next.fetch_add(1)) {
           item_range const range = detail::chunk_at(items, chunk_items, chunk);
           try {
-            chunk_context context{w.device, w.stream.ref(), range, index, w.workspace};
+            chunk_context context(w.device, w.lane, w.stream.ref(), range, index, w.workspace, *copy_orders_[w.lane]);
             enqueue(context);
             w.stream.sync();
-          } catch (std::exception const& error) {
+          } catch (...) {
             static_cast<void>(cudaStreamSynchronize(w.stream.value()));  // drain what the chunk enqueued
             static_cast<void>(cudaGetLastError());
             std::lock_guard<std::mutex> lock(mutex);
             if (!first_error) {
-              first_error = std::make_exception_ptr(dispatch_error(w.device, range, std::current_exception(), error.what()));
+              first_error = std::make_exception_ptr(
+                dispatch_error(w.device, range, std::current_exception(), detail::describe(std::current_exception())));
             }
             stop = true;
             return;
@@ -237,29 +345,18 @@ class dispatcher {
     if (first_error) { std::rethrow_exception(first_error); }
   }
 
-  /// As run(), on a background thread; the returned future's get() waits and rethrows. The
-  /// callable and everything it refers to must outlive the run.
-  template <class Enqueue>
-  std::shared_future<void> run_async(std::size_t items, std::size_t chunk_items, Enqueue enqueue, progress_callback progress = {})
-  {
-    STREAMKIT_EXPECTS(!pending_.valid() || pending_.wait_for(std::chrono::seconds(0)) == std::future_status::ready,
-                      std::logic_error, "run_async(): the dispatcher is still running an earlier batch");
-    pending_ = std::async(std::launch::async, [this, items, chunk_items, enqueue = std::move(enqueue), progress]() mutable {
-                 run(items, chunk_items, enqueue, progress);
-               }).share();
-    return pending_;
-  }
-
- private:
   struct worker {
-    explicit worker(int id) : device(id), stream(id), workspace(stream.ref()) {}
+    worker(int id, std::size_t lane_index) : device(id), lane(lane_index), stream(id), workspace(stream.ref()) {}
     int device;
+    std::size_t lane;
     streamkit::stream stream;
     stream_workspace workspace;
   };
 
   std::vector<int> devices_;
+  std::vector<std::unique_ptr<detail::copy_order>> copy_orders_;
   std::vector<std::unique_ptr<worker>> workers_;
+  std::atomic<bool> running_{false};
   std::shared_future<void> pending_;
 };
 

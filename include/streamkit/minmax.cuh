@@ -26,7 +26,6 @@
 #include <streamkit/stream_ref.hpp>
 
 #include <cstddef>
-#include <memory>
 #include <utility>
 #include <vector>
 
@@ -102,52 +101,6 @@ class minmax_scaler {
   device_buffer<T> scale_;
 };
 
-/// How pageable (ordinary) host memory reaches the device in the host-to-host pipeline.
-enum class pageable_transfer {
-  stage,              ///< copied by host threads through reusable pinned staging buffers (default: measured faster)
-  register_in_place,  ///< page-locked in place with cudaHostRegister for the duration of the call
-};
-
-struct host_pipeline_options {
-  /// Streams (and host worker threads); each owns reusable device and staging buffers.
-  int streams = 4;
-  pageable_transfer pageable = pageable_transfer::stage;
-};
-
-/// Host-to-host column min-max scaling of a batch of arrays, each with its own shape: every array
-/// goes host → device, through minmax_normalize, and back on one stream, with the streams round-robin
-/// over the arrays, so copies in both directions overlap with each other and with compute. Inputs and
-/// outputs in pinned memory go straight to DMA; pageable ones are staged or registered
-/// (host_pipeline_options::pageable). Device and staging buffers are kept between calls and only
-/// grow: after the first batch of a given size nothing is allocated. A buffer is reused only once the
-/// work that last used it has completed (stream order, plus a wait before its staging is rewritten).
-/// One call at a time per pipeline (not thread-safe).
-template <class T>
-class minmax_host_pipeline {
- public:
-  explicit minmax_host_pipeline(int device_id, host_pipeline_options const& options = {});
-  ~minmax_host_pipeline();
-  minmax_host_pipeline(minmax_host_pipeline const&) = delete;
-  minmax_host_pipeline& operator=(minmax_host_pipeline const&) = delete;
-
-  /// Scales inputs[k] into outputs[k] (host memory; outputs[k] may equal inputs[k]) and waits.
-  void run(std::vector<matrix_ref<T const>> const& inputs, std::vector<matrix_ref<T>> const& outputs,
-           minmax_options<T> const& options = {});
-
-  [[nodiscard]] int device() const noexcept { return device_; }
-  [[nodiscard]] std::size_t stream_count() const noexcept;
-
- private:
-  struct slot;
-  void run_slot(slot& lane, std::size_t first, std::vector<matrix_ref<T const>> const& inputs,
-                std::vector<matrix_ref<T>> const& outputs, minmax_options<T> const& options);
-
-  int device_;
-  host_pipeline_options options_;
-  std::vector<std::unique_ptr<slot>> slots_;
-};
-
 }  // namespace streamkit
 
 #include <streamkit/detail/minmax_impl.cuh>
-#include <streamkit/detail/minmax_pipeline_impl.cuh>

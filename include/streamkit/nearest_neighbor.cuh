@@ -92,6 +92,20 @@ struct nearest_options {
 /// references move; it reuses memory when the new set is no larger. Scratch memory for queries is
 /// kept and reused, so a loop of query_async() calls allocates nothing after the first.
 /// Not thread-safe: use one object per concurrent stream.
+/// Working memory of nearest-neighbour queries (partial results, a counter of invalid points),
+/// kept between queries so that repeated queries allocate nothing. One per stream lets several
+/// streams, and host threads, query one haversine_index at once.
+class nearest_scratch {
+ public:
+  nearest_scratch() = default;
+
+ private:
+  template <class>
+  friend class haversine_index;
+  device_buffer<std::byte> partials_;
+  device_buffer<unsigned long long> invalid_count_;
+};
+
 template <class T>
 class haversine_index {
  public:
@@ -104,6 +118,13 @@ class haversine_index {
   /// Enqueues the search for every observation on `stream`.
   template <class Index>
   void query_async(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream);
+  /// As query_async(), with the caller's working memory and without touching the index: several
+  /// host threads may query one index at once, each with its own stream and scratch (on the index's
+  /// device). The index must then outlive those queries: destroy it only after their streams are
+  /// synchronised.
+  template <class Index>
+  void query_async(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream,
+                   nearest_scratch& scratch) const;
   /// As query_async(), then waits for the result.
   template <class Index>
   void query(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream);
@@ -115,16 +136,15 @@ class haversine_index {
   template <class V>
   void prepare(points_ref<T> references, stream_ref stream);
   template <class V, class Index>
-  void search(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream);
+  void search(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
   /// Throws if `source` has invalid points and the policy is reject (synchronises `stream`).
-  void reject_invalid(unsigned long long const* device_count, char const* argument, stream_ref stream);
+  void reject_invalid(unsigned long long const* device_count, char const* argument, stream_ref stream) const;
 
   nearest_options options_;
   std::size_t count_ = 0;
   int device_ = -1;
   device_buffer<std::byte> references_;  // unit vectors, then double coordinates
-  device_buffer<std::byte> scratch_;
-  device_buffer<unsigned long long> invalid_count_;
+  nearest_scratch scratch_;              // of prepare() and the queries without a scratch argument
 };
 
 /// One-shot search: prepares `references`, enqueues the search on `stream` (scratch memory is

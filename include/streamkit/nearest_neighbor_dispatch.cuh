@@ -1,15 +1,16 @@
 #pragma once
 /// @file nearest_neighbor_dispatch.cuh
 /// Nearest-neighbour search of host-resident observations spread over a dispatcher's GPUs: the
-/// reference set is prepared once per dispatcher worker (stream), observations stream through in
-/// chunks (host → pinned staging → device), and indices and distances stream back into the
-/// caller's arrays, each element written exactly once.
+/// reference set is uploaded and prepared once per device (lane) and shared by its streams,
+/// observations stream through in chunks (host → pinned staging → device), and indices and
+/// distances stream back into the caller's arrays, each element written exactly once.
 
 #include <streamkit/dispatcher.hpp>
 #include <streamkit/nearest_neighbor.cuh>
 
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 namespace streamkit {
@@ -39,18 +40,29 @@ void dispatch_nearest_neighbor(dispatcher& workers, host_points<T> observations,
   if (n == 0) { return; }
   if (chunk_items == 0) { chunk_items = std::max<std::size_t>(4096, (n + 4 * workers.worker_count() - 1) / (4 * workers.worker_count())); }
   std::size_t const m = references.count;
-  std::vector<std::unique_ptr<haversine_index<T>>> prepared(workers.worker_count());
+  struct lane_references {
+    std::mutex mutex;
+    std::unique_ptr<haversine_index<T>> index;
+  };
+  std::vector<lane_references> lanes(workers.devices().size());
+  std::vector<nearest_scratch> scratch(workers.worker_count());
 
   workers.run(n, chunk_items, [&](chunk_context& chunk) {
     stream_workspace& space = chunk.workspace;
     stream_ref const s = chunk.stream;
-    auto& mine = prepared[chunk.worker];
-    if (!mine) {  // first chunk of this worker: upload and prepare the references once
-      T* ref_lat = space.device<T>(m, 0);
-      T* ref_lon = space.device<T>(m, 1);
-      STREAMKIT_CUDA_TRY(cudaMemcpyAsync(ref_lat, references.latitude, m * sizeof(T), cudaMemcpyHostToDevice, s.value()));
-      STREAMKIT_CUDA_TRY(cudaMemcpyAsync(ref_lon, references.longitude, m * sizeof(T), cudaMemcpyHostToDevice, s.value()));
-      mine = std::make_unique<haversine_index<T>>(points_ref<T>::separate(ref_lat, ref_lon, m, references.unit), options, s);
+    lane_references& lane = lanes[chunk.lane];
+    {
+      // The first chunk of a device uploads and prepares the references; its other streams wait
+      // here until they are ready, then only read them.
+      std::lock_guard<std::mutex> lock(lane.mutex);
+      if (!lane.index) {
+        device_buffer<T> ref_lat(m, s), ref_lon(m, s);
+        STREAMKIT_CUDA_TRY(cudaMemcpyAsync(ref_lat.data(), references.latitude, m * sizeof(T), cudaMemcpyHostToDevice, s.value()));
+        STREAMKIT_CUDA_TRY(cudaMemcpyAsync(ref_lon.data(), references.longitude, m * sizeof(T), cudaMemcpyHostToDevice, s.value()));
+        auto prepared = std::make_unique<haversine_index<T>>(points_ref<T>::separate(ref_lat.data(), ref_lon.data(), m, references.unit), options, s);
+        s.sync();
+        lane.index = std::move(prepared);
+      }
     }
     std::size_t const count = chunk.items.size();
     std::size_t const capacity = chunk_items;
@@ -64,14 +76,19 @@ void dispatch_nearest_neighbor(dispatcher& workers, host_points<T> observations,
     T* out_distance = space.device<T>(capacity, 5);
     std::memcpy(staged_lat, observations.latitude + chunk.items.begin, count * sizeof(T));
     std::memcpy(staged_lon, observations.longitude + chunk.items.begin, count * sizeof(T));
-    STREAMKIT_CUDA_TRY(cudaMemcpyAsync(obs_lat, staged_lat, count * sizeof(T), cudaMemcpyHostToDevice, s.value()));
-    STREAMKIT_CUDA_TRY(cudaMemcpyAsync(obs_lon, staged_lon, count * sizeof(T), cudaMemcpyHostToDevice, s.value()));
-    mine->query_async(points_ref<T>::separate(obs_lat, obs_lon, count, observations.unit),
-                      nearest_result_ref<Index, T>{out_index, distance != nullptr ? out_distance : nullptr}, s);
-    STREAMKIT_CUDA_TRY(cudaMemcpyAsync(staged_index, out_index, count * sizeof(Index), cudaMemcpyDeviceToHost, s.value()));
-    if (distance != nullptr) {
-      STREAMKIT_CUDA_TRY(cudaMemcpyAsync(staged_distance, out_distance, count * sizeof(T), cudaMemcpyDeviceToHost, s.value()));
-    }
+    chunk.copy_in([&] {
+      STREAMKIT_CUDA_TRY(cudaMemcpyAsync(obs_lat, staged_lat, count * sizeof(T), cudaMemcpyHostToDevice, s.value()));
+      STREAMKIT_CUDA_TRY(cudaMemcpyAsync(obs_lon, staged_lon, count * sizeof(T), cudaMemcpyHostToDevice, s.value()));
+    });
+    lane.index->query_async(points_ref<T>::separate(obs_lat, obs_lon, count, observations.unit),
+                            nearest_result_ref<Index, T>{out_index, distance != nullptr ? out_distance : nullptr}, s,
+                            scratch[chunk.worker]);
+    chunk.copy_out([&] {
+      STREAMKIT_CUDA_TRY(cudaMemcpyAsync(staged_index, out_index, count * sizeof(Index), cudaMemcpyDeviceToHost, s.value()));
+      if (distance != nullptr) {
+        STREAMKIT_CUDA_TRY(cudaMemcpyAsync(staged_distance, out_distance, count * sizeof(T), cudaMemcpyDeviceToHost, s.value()));
+      }
+    });
     s.sync();
     std::memcpy(index + chunk.items.begin, staged_index, count * sizeof(Index));
     if (distance != nullptr) { std::memcpy(distance + chunk.items.begin, staged_distance, count * sizeof(T)); }

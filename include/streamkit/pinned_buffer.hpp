@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -30,6 +31,19 @@ enum class pinned_flags : unsigned {
   return static_cast<pinned_flags>(static_cast<unsigned>(a) | static_cast<unsigned>(b));
 }
 
+namespace detail {
+/// Bytes held by live pinned_buffer objects of the process.
+inline std::atomic<std::size_t>& pinned_bytes_counter() noexcept
+{
+  static std::atomic<std::size_t> bytes{0};
+  return bytes;
+}
+}  // namespace detail
+
+/// Bytes of page-locked host memory currently held by pinned_buffer objects (to check that
+/// long-running work keeps pinned memory flat).
+[[nodiscard]] inline std::size_t pinned_bytes_in_use() noexcept { return detail::pinned_bytes_counter().load(); }
+
 /// An owning, move-only array of `T` in page-locked host memory, so copies to and from it are true
 /// DMA and run asynchronously. Elements are not initialised.
 template <class T>
@@ -44,6 +58,7 @@ class pinned_buffer {
       void* memory = nullptr;
       STREAMKIT_CUDA_TRY(cudaHostAlloc(&memory, bytes, static_cast<unsigned>(flags)));
       data_ = static_cast<T*>(memory);
+      detail::pinned_bytes_counter() += bytes;
     }
   }
   ~pinned_buffer() noexcept { release(); }
@@ -79,7 +94,10 @@ class pinned_buffer {
  private:
   void release() noexcept
   {
-    if (data_ != nullptr) { detail::ignore_release_error(cudaFreeHost(data_)); }
+    if (data_ != nullptr) {
+      detail::ignore_release_error(cudaFreeHost(data_));
+      detail::pinned_bytes_counter() -= size_ * sizeof(T);
+    }
     data_ = nullptr;
     size_ = 0;
   }

@@ -88,24 +88,25 @@ void haversine_index<T>::prepare(points_ref<T> references, stream_ref stream)
   std::size_t const bytes = align_up(m * sizeof(vec4<V>)) + m * sizeof(lat_lon);
   if (references_.size() < bytes || stream_device != device_) {
     references_ = device_buffer<std::byte>(bytes, stream);
-    invalid_count_ = device_buffer<unsigned long long>(1, stream);
-    scratch_ = device_buffer<std::byte>();
+    scratch_ = nearest_scratch();
   }
+  if (scratch_.invalid_count_.empty()) { scratch_.invalid_count_ = device_buffer<unsigned long long>(1, stream); }
   device_ = stream_device;
   references_.set_stream(stream);
-  invalid_count_.set_stream(stream);
+  scratch_.invalid_count_.set_stream(stream);
   count_ = m;
   auto* vectors = reinterpret_cast<vec4<V>*>(references_.data());
   auto* coordinates = reinterpret_cast<lat_lon*>(references_.data() + align_up(m * sizeof(vec4<V>)));
-  STREAMKIT_CUDA_TRY(cudaMemsetAsync(invalid_count_.data(), 0, sizeof(unsigned long long), stream.value()));
+  unsigned long long* const invalid_count = scratch_.invalid_count_.data();
+  STREAMKIT_CUDA_TRY(cudaMemsetAsync(invalid_count, 0, sizeof(unsigned long long), stream.value()));
   prepare_references<V, T><<<grid_for(m, 256), 256, 0, stream.value()>>>(source_of(references), m, vectors, coordinates,
-                                                                         invalid_count_.data());
+                                                                         invalid_count);
   STREAMKIT_CHECK_LAUNCH();
-  reject_invalid(invalid_count_.data(), "references", stream);
+  reject_invalid(invalid_count, "references", stream);
 }
 
 template <class T>
-void haversine_index<T>::reject_invalid(unsigned long long const* device_count, char const* argument, stream_ref stream)
+void haversine_index<T>::reject_invalid(unsigned long long const* device_count, char const* argument, stream_ref stream) const
 {
   if (options_.on_invalid != invalid_points::reject) { return; }
   unsigned long long invalid = 0;
@@ -120,6 +121,15 @@ template <class T>
 template <class Index>
 void haversine_index<T>::query_async(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream)
 {
+  query_async(observations, result, stream, scratch_);
+  references_.set_stream(stream);  // the index's memory is released after its last query
+}
+
+template <class T>
+template <class Index>
+void haversine_index<T>::query_async(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream,
+                                     nearest_scratch& scratch) const
+{
   detail::expect_points(observations, "observations");
   STREAMKIT_EXPECTS(result.index != nullptr || observations.count == 0, std::invalid_argument,
                     "result.index: null with " + std::to_string(observations.count) + " observations");
@@ -129,16 +139,21 @@ void haversine_index<T>::query_async(points_ref<T> observations, nearest_result_
   STREAMKIT_EXPECTS(stream_device == device_, std::invalid_argument,
                     "stream: belongs to device " + std::to_string(stream_device) + " but the reference set to device " +
                       std::to_string(device_));
+  if (scratch.invalid_count_.empty() || scratch.invalid_count_.device() != device_) {
+    scratch.partials_ = device_buffer<std::byte>();
+    scratch.invalid_count_ = device_buffer<unsigned long long>(1, stream);
+  }
   if (options_.precision == nn_precision::exact) {
-    search<double>(observations, result, stream);
+    search<double>(observations, result, stream, scratch);
   } else {
-    search<float>(observations, result, stream);
+    search<float>(observations, result, stream, scratch);
   }
 }
 
 template <class T>
 template <class V, class Index>
-void haversine_index<T>::search(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream)
+void haversine_index<T>::search(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream,
+                                nearest_scratch& scratch) const
 {
   using namespace detail;
   using shape = pass1_shape<V>;
@@ -146,11 +161,13 @@ void haversine_index<T>::search(points_ref<T> observations, nearest_result_ref<I
   std::size_t const n = observations.count;
   auto const source = source_of(observations);
 
+  scratch.invalid_count_.set_stream(stream);
   if (options_.on_invalid == invalid_points::reject) {
-    STREAMKIT_CUDA_TRY(cudaMemsetAsync(invalid_count_.data(), 0, sizeof(unsigned long long), stream.value()));
-    count_invalid_points<T><<<grid_for(n, 256), 256, 0, stream.value()>>>(source, n, invalid_count_.data());
+    unsigned long long* const invalid_count = scratch.invalid_count_.data();
+    STREAMKIT_CUDA_TRY(cudaMemsetAsync(invalid_count, 0, sizeof(unsigned long long), stream.value()));
+    count_invalid_points<T><<<grid_for(n, 256), 256, 0, stream.value()>>>(source, n, invalid_count);
     STREAMKIT_CHECK_LAUNCH();
-    reject_invalid(invalid_count_.data(), "observations", stream);
+    reject_invalid(invalid_count, "observations", stream);
   }
 
   int blocks_per_sm = 0;
@@ -163,12 +180,10 @@ void haversine_index<T>::search(points_ref<T> observations, nearest_result_ref<I
 
   std::size_t const values_bytes = align_up(plan.slices * n * sizeof(V));
   std::size_t const scratch_bytes = values_bytes + plan.slices * n * sizeof(Index);
-  if (scratch_.size() < scratch_bytes) { scratch_ = device_buffer<std::byte>(scratch_bytes, stream); }
-  scratch_.set_stream(stream);
-  references_.set_stream(stream);
-  invalid_count_.set_stream(stream);
-  auto* partial_value = reinterpret_cast<V*>(scratch_.data());
-  auto* partial_index = reinterpret_cast<Index*>(scratch_.data() + values_bytes);
+  if (scratch.partials_.size() < scratch_bytes) { scratch.partials_ = device_buffer<std::byte>(scratch_bytes, stream); }
+  scratch.partials_.set_stream(stream);
+  auto* partial_value = reinterpret_cast<V*>(scratch.partials_.data());
+  auto* partial_index = reinterpret_cast<Index*>(scratch.partials_.data() + values_bytes);
   auto const* vectors = reinterpret_cast<vec4<V> const*>(references_.data());
   auto const* coordinates = reinterpret_cast<lat_lon const*>(references_.data() + align_up(count_ * sizeof(vec4<V>)));
 
