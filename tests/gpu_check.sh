@@ -8,8 +8,8 @@
 #
 # Tests that measure overlap or copy speed are left out under the sanitizers, which serialise
 # kernels and slow copies; they run in the plain pass. racecheck, synccheck and initcheck also leave
-# out the host pipeline test (host threads around the same kernels that the other tests cover), which
-# takes too long under them. Tests that make a CUDA call fail on purpose (a bad device id) are
+# out the host-to-host, stress and many-thread tests (thousands of launches of the kernels that the
+# other tests cover), which take too long under them; memcheck runs them. Tests that make a CUDA call fail on purpose (a bad device id) are
 # expected, so API errors are not reported: a real one throws and fails its test.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +31,7 @@ status=$?
 summary+=("tests:      $(grep -E '^\[  PASSED  \]' "$logs/tests.log" | head -1) $(grep -E '^\[  FAILED  \] [0-9]+ test' "$logs/tests.log" | head -1) (exit $status)")
 
 filter='-*Overlap*:*Faster*'
-slow_filter='-*Overlap*:*Faster*:*HostPipeline*'
+slow_filter='-*Overlap*:*Faster*:*HostToHost*:*Stress*:*ManyThreads*'
 sanitizer=${COMPUTE_SANITIZER:-compute-sanitizer}
 failed=$status
 for tool in memcheck racecheck synccheck initcheck; do

@@ -3,6 +3,7 @@
 #include "test_support.hpp"
 
 #include <streamkit/dispatcher.hpp>
+#include <streamkit/minmax_dispatch.cuh>
 #include <streamkit/nearest_neighbor_dispatch.cuh>
 
 #include <gtest/gtest.h>
@@ -67,6 +68,11 @@ TEST(DispatcherPlan, DeviceListsAreValidated)
   EXPECT_EQ(streamkit::detail::resolve_devices({0, 0, 0}, 1), (std::vector<int>{0, 0, 0}));
   STREAMKIT_EXPECT_THROW_WITH(static_cast<void>(streamkit::detail::resolve_devices({0, 2}, 2)), std::out_of_range, "options.devices: device id 2 is out of range [0, 2)");
   STREAMKIT_EXPECT_THROW_WITH(static_cast<void>(streamkit::detail::resolve_devices({}, 0)), std::runtime_error, "no CUDA device is visible");
+}
+
+TEST(DispatcherPlan, NegativeStreamCountIsRejectedBeforeAnyCudaCall)
+{
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::dispatcher({{}, -2}), std::invalid_argument, "options.streams_per_device: must not be negative, got -2");
 }
 
 TEST(DispatcherError, NamesTheDeviceAndTheItems)
@@ -269,6 +275,38 @@ TEST_F(Dispatcher, StressOfSmallBatchesKeepsMemoryFlat)
   EXPECT_EQ(free_after, free_before);
   EXPECT_EQ(streamkit::pinned_bytes_in_use(), pinned_before);
   for (double x : out) { ASSERT_EQ(x, 3.25); }
+}
+
+TEST_F(Dispatcher, BuiltInWorkloadsValidateBeforeWritingAnything)
+{
+  streamkit::dispatcher d({{0}, 2});
+  float lat[2] = {0.1F, 0.2F}, lon[2] = {0.3F, 0.4F};
+  std::int32_t index[2] = {-7, -7};
+  using points = streamkit::host_points<float>;
+  STREAMKIT_EXPECT_THROW_WITH((streamkit::dispatch_nearest_neighbor<float, std::int32_t>(d, points{lat, lon, 2}, points{lat, lon, 0}, index, nullptr, {})),
+                              std::invalid_argument, "references: the reference set is empty (M = 0)");
+  STREAMKIT_EXPECT_THROW_WITH((streamkit::dispatch_nearest_neighbor<float, std::int32_t>(d, points{nullptr, lon, 2}, points{lat, lon, 2}, index, nullptr, {})),
+                              std::invalid_argument, "observations, index: null with 2 observations");
+  STREAMKIT_EXPECT_THROW_WITH((streamkit::dispatch_nearest_neighbor<float, std::int32_t>(d, points{lat, lon, 2}, points{nullptr, nullptr, 2}, index, nullptr, {})),
+                              std::invalid_argument, "references: null coordinates with a count of 2");
+  float bad_lat[2] = {0.1F, 2.0F};  // 2 rad is beyond the pole
+  STREAMKIT_EXPECT_THROW_WITH((streamkit::dispatch_nearest_neighbor<float, std::int32_t>(d, points{bad_lat, lon, 2}, points{lat, lon, 2}, index, nullptr, {})),
+                              std::invalid_argument, "observations: 1 point(s) have a non-finite coordinate or a latitude outside");
+  EXPECT_EQ(index[0], -7);
+  EXPECT_EQ(index[1], -7);
+
+  double x[6] = {1, 2, 3, 4, 5, 6}, y[6] = {-1, -1, -1, -1, -1, -1};
+  using in_ref = streamkit::matrix_ref<double const>;
+  using out_ref = streamkit::matrix_ref<double>;
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::dispatch_minmax_normalize<double>(d, {in_ref::dense(x, 2, 3)}, {}), std::invalid_argument,
+                              "outputs: 0 arrays for 1 inputs");
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::dispatch_minmax_normalize<double>(d, {in_ref::dense(x, 2, 3)}, {out_ref::dense(y, 3, 2)}),
+                              std::invalid_argument, "outputs[0]: shape 3 x 2 does not match the input's 2 x 3");
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::dispatch_minmax_normalize<double>(d, {in_ref::dense(nullptr, 2, 3)}, {out_ref::dense(y, 2, 3)}),
+                              std::invalid_argument, "inputs[0]: null data with 2 x 3 elements");
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::dispatch_minmax_normalize<double>(d, {in_ref::dense(x, 2, 3)}, {out_ref::dense(y, 2, 3)}, {1.0, 0.0, false}),
+                              std::invalid_argument, "feature_range");
+  for (double v : y) { EXPECT_EQ(v, -1.0); }
 }
 
 TEST_F(Dispatcher, NearestNeighbourMatchesTheSingleGpuPath)

@@ -239,6 +239,14 @@ TYPED_TEST(MinMax, ScalerFeatureRangeClipAndInverse)
         for (std::size_t j = 0; j < 40; ++j) { ASSERT_TRUE(close<T>(back.at(i, j), test.at(i, j), 3000.0)) << i << ", " << j; }
       }
     }
+    // A moved-to scaler gives the same answer; the moved-from one is unfitted and refuses to transform.
+    streamkit::minmax_scaler<T> moved(std::move(scaler));
+    EXPECT_FALSE(scaler.fitted());  // NOLINT(bugprone-use-after-move): the moved-from state is under test
+    STREAMKIT_EXPECT_THROW_WITH(scaler.transform_async(test.ref(const_cast<T*>(d_test.data())), out.ref(d_out.data()), s),
+                                std::logic_error, "transform() before fit()");
+    auto d_again = to_device(std::vector<T>(out.storage.size(), T(-7)), s);
+    moved.transform_async(test.ref(const_cast<T*>(d_test.data())), out.ref(d_again.data()), s);
+    EXPECT_EQ(to_host(d_again, s), to_host(d_out, s));
   }
 }
 

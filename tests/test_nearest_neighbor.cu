@@ -381,11 +381,19 @@ TEST_F(NearestNeighbor, ZeroObservationsIsANoOpAndBadArgumentsThrow)
   STREAMKIT_EXPECT_THROW_WITH(
     prepared.query(streamkit::points_ref<float>::separate(la.data(), la.data(), 1), streamkit::nearest_result_ref<std::int32_t, float>{}, s),
     std::invalid_argument, "result.index: null with 1 observations");
+  streamkit::haversine_index<float> moved(std::move(prepared));
+  std::int32_t* const no_index = nullptr;
+  STREAMKIT_EXPECT_THROW_WITH(prepared.query(streamkit::points_ref<float>::separate(la.data(), la.data(), 1),  // NOLINT: moved-from under test
+                                             streamkit::nearest_result_ref<std::int32_t, float>{no_index, nullptr}, s),
+                              std::logic_error, "query of a moved-from index");
+  auto d_index = to_device(std::vector<std::int32_t>{-1}, s);
+  moved.query(streamkit::points_ref<float>::separate(la.data(), la.data(), 1), streamkit::nearest_result_ref<std::int32_t, float>{d_index.data(), nullptr}, s);
+  EXPECT_EQ(to_host(d_index, s), std::vector<std::int32_t>{0});
   if (streamkit::device_count() > 1) {
     streamkit::stream const other(1);
-    STREAMKIT_EXPECT_THROW_WITH(prepared.query(streamkit::points_ref<float>::separate(la.data(), la.data(), 1),
-                                               streamkit::nearest_result_ref<std::int32_t, float>{nullptr, nullptr}, other),
-                                std::invalid_argument, "");
+    STREAMKIT_EXPECT_THROW_WITH(moved.query(streamkit::points_ref<float>::separate(la.data(), la.data(), 1),
+                                            streamkit::nearest_result_ref<std::int32_t, float>{d_index.data(), nullptr}, other),
+                                std::invalid_argument, "stream: belongs to device 1 but the reference set to device 0");
   }
 }
 

@@ -63,6 +63,33 @@ class minmax_scaler {
  public:
   /// @throws std::invalid_argument unless lo < hi, both finite.
   explicit minmax_scaler(minmax_options<T> const& options = {});
+  /// Move-only; a moved-from scaler is unfitted (transforming with it throws std::logic_error).
+  minmax_scaler(minmax_scaler&& other) noexcept
+      : options_(other.options_),
+        features_(std::exchange(other.features_, 0)),
+        min_bits_(std::move(other.min_bits_)),
+        max_bits_(std::move(other.max_bits_)),
+        min_(std::move(other.min_)),
+        max_(std::move(other.max_)),
+        scale_(std::move(other.scale_))
+  {
+  }
+  minmax_scaler& operator=(minmax_scaler&& other) noexcept
+  {
+    if (this != &other) {
+      options_ = other.options_;
+      features_ = std::exchange(other.features_, 0);
+      min_bits_ = std::move(other.min_bits_);
+      max_bits_ = std::move(other.max_bits_);
+      min_ = std::move(other.min_);
+      max_ = std::move(other.max_);
+      scale_ = std::move(other.scale_);
+    }
+    return *this;
+  }
+  minmax_scaler(minmax_scaler const&) = delete;
+  minmax_scaler& operator=(minmax_scaler const&) = delete;
+  ~minmax_scaler() = default;
 
   void fit_async(matrix_ref<T const> x, stream_ref stream);
   void partial_fit_async(matrix_ref<T const> x, stream_ref stream);

@@ -85,7 +85,7 @@ void dispatch_minmax_normalize(dispatcher& workers, std::vector<matrix_ref<T con
     std::string const out_name = "outputs[" + std::to_string(k) + "]";
     detail::expect_matrix(inputs[k], in_name.c_str());
     detail::expect_matrix(outputs[k], out_name.c_str());
-    detail::expect_same_shape(inputs[k], outputs[k]);
+    detail::expect_same_shape(inputs[k], outputs[k], out_name);
   }
   workers.run(inputs.size(), 1, [&](chunk_context& chunk) {
     matrix_ref<T const> const in = inputs[chunk.items.begin];

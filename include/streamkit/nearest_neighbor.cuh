@@ -39,6 +39,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace streamkit {
 
@@ -111,6 +112,30 @@ class haversine_index {
  public:
   /// Prepares `references` on `stream` (which also orders every later use of the object's memory).
   haversine_index(points_ref<T> references, nearest_options const& options, stream_ref stream);
+
+  /// Move-only; a moved-from index is empty: querying it throws std::logic_error.
+  haversine_index(haversine_index&& other) noexcept
+      : options_(other.options_),
+        count_(std::exchange(other.count_, 0)),
+        device_(std::exchange(other.device_, -1)),
+        references_(std::move(other.references_)),
+        scratch_(std::move(other.scratch_))
+  {
+  }
+  haversine_index& operator=(haversine_index&& other) noexcept
+  {
+    if (this != &other) {
+      options_ = other.options_;
+      count_ = std::exchange(other.count_, 0);
+      device_ = std::exchange(other.device_, -1);
+      references_ = std::move(other.references_);
+      scratch_ = std::move(other.scratch_);
+    }
+    return *this;
+  }
+  haversine_index(haversine_index const&) = delete;
+  haversine_index& operator=(haversine_index const&) = delete;
+  ~haversine_index() = default;
 
   /// Replaces the reference set (same options), ordered on `stream`.
   void update(points_ref<T> references, stream_ref stream);

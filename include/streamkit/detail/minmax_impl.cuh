@@ -24,10 +24,10 @@ void expect_options(minmax_options<T> const& options)
 }
 
 template <class T>
-void expect_same_shape(matrix_ref<T const> const& in, matrix_ref<T> const& out)
+void expect_same_shape(matrix_ref<T const> const& in, matrix_ref<T> const& out, std::string const& argument = "out")
 {
   STREAMKIT_EXPECTS(in.rows == out.rows && in.cols == out.cols, std::invalid_argument,
-                    "out: shape " + std::to_string(out.rows) + " x " + std::to_string(out.cols) + " does not match the input's " +
+                    argument + ": shape " + std::to_string(out.rows) + " x " + std::to_string(out.cols) + " does not match the input's " +
                       std::to_string(in.rows) + " x " + std::to_string(in.cols));
 }
 

@@ -130,6 +130,7 @@ template <class Index>
 void haversine_index<T>::query_async(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream,
                                      nearest_scratch& scratch) const
 {
+  STREAMKIT_EXPECTS(count_ > 0, std::logic_error, "haversine_index: query of a moved-from index");
   detail::expect_points(observations, "observations");
   STREAMKIT_EXPECTS(result.index != nullptr || observations.count == 0, std::invalid_argument,
                     "result.index: null with " + std::to_string(observations.count) + " observations");
