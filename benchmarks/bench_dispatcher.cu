@@ -5,10 +5,13 @@
 #include <streamkit/dispatcher.hpp>
 #include <streamkit/nearest_neighbor_dispatch.cuh>
 #include <streamkit/pinned_buffer.hpp>
+#include <streamkit/stream.hpp>
+#include <streamkit/device_buffer.hpp>
 
 #include <benchmark/benchmark.h>
 #include <cub/device/device_reduce.cuh>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -68,6 +71,36 @@ void sum_normalize_10x10M(benchmark::State& state)
     benchmark::Counter(2.0 * arrays * count * sizeof(float), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+/// The bus ceiling the pipelines above are held to: 400 MB of pinned memory copied to device 0 as
+/// 10 copies of 40 MB (range(0) = 1), and at the same time 400 MB copied back on a second stream
+/// (range(0) = 2: both directions at once).
+void pcie_ceiling(benchmark::State& state)
+{
+  if (!streamkit_bench::require_gpu(state)) { return; }
+  bool const both = state.range(0) == 2;
+  constexpr std::size_t pieces = 10, count = 10000000;
+  streamkit::stream up(0), down(0);
+  streamkit::pinned_buffer<float> host_in(pieces * count), host_out(pieces * count);
+  std::fill(host_in.begin(), host_in.end(), 1.0F);
+  streamkit::device_buffer<float> device_in(pieces * count, up), device_out(pieces * count, up);
+  STREAMKIT_CUDA_TRY(cudaMemsetAsync(device_out.data(), 0, pieces * count * sizeof(float), up.value()));
+  up.sync();
+  wall_time(state, [&] {
+    for (std::size_t k = 0; k < pieces; ++k) {
+      STREAMKIT_CUDA_TRY(cudaMemcpyAsync(device_in.data() + k * count, host_in.data() + k * count, count * sizeof(float),
+                                         cudaMemcpyHostToDevice, up.value()));
+      if (both) {
+        STREAMKIT_CUDA_TRY(cudaMemcpyAsync(host_out.data() + k * count, device_out.data() + k * count, count * sizeof(float),
+                                           cudaMemcpyDeviceToHost, down.value()));
+      }
+    }
+    up.sync();
+    down.sync();
+  });
+  state.counters["bytes_per_s_each_way"] =
+    benchmark::Counter(static_cast<double>(pieces * count * sizeof(float)), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 /// 2^26 observations x 2^16 references, host in / host out, on the first `range(0)` GPUs.
 void nearest_on_gpus(benchmark::State& state)
 {
@@ -112,6 +145,7 @@ void nearest_on_gpus(benchmark::State& state)
 }  // namespace
 
 BENCHMARK(sum_normalize_10x10M)->Arg(1)->Arg(2)->Arg(3)->Arg(4)->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(pcie_ceiling)->Arg(1)->Arg(2)->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK(nearest_on_gpus)->Arg(1)->Arg(2)->Arg(4)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3)->Repetitions(1);
 
 BENCHMARK_MAIN();

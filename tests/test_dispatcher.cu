@@ -18,6 +18,15 @@
 
 namespace {
 
+/// Free device memory once all work (and the stream-ordered frees it made) has completed.
+std::size_t settled_free_memory()
+{
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::size_t free = 0, total = 0;
+  EXPECT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+  return free;
+}
+
 __global__ void square_plus_one(double const* in, double* out, std::size_t count)
 {
   std::size_t const i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
@@ -171,8 +180,7 @@ TEST_F(Dispatcher, APinnedAllocationFailurePropagatesAndReleasesEverything)
   std::vector<double> in(1000, 2.0), out(1000, 0.0);
   d.run(1000, 100, [&](streamkit::chunk_context& c) { enqueue_squares(c, in.data(), out.data(), 100); });  // warm-up
   std::size_t const pinned_before = streamkit::pinned_bytes_in_use();
-  std::size_t free_before = 0, free_after = 0, total = 0;
-  ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+  std::size_t const free_before = settled_free_memory();
   std::size_t const impossible = std::size_t{1} << 52;  // 4 PiB of page-locked memory
   try {
     d.run(1000, 100, [&](streamkit::chunk_context& c) {
@@ -185,8 +193,7 @@ TEST_F(Dispatcher, APinnedAllocationFailurePropagatesAndReleasesEverything)
     EXPECT_THROW(std::rethrow_exception(error.original()), streamkit::cuda_error);
   }
   EXPECT_EQ(streamkit::pinned_bytes_in_use(), pinned_before);
-  ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
-  EXPECT_EQ(free_after, free_before);
+  EXPECT_EQ(settled_free_memory(), free_before);
   std::fill(out.begin(), out.end(), 0.0);
   d.run(1000, 100, [&](streamkit::chunk_context& c) { enqueue_squares(c, in.data(), out.data(), 100); });
   for (double x : out) { ASSERT_EQ(x, 5.0); }
@@ -266,13 +273,11 @@ TEST_F(Dispatcher, StressOfSmallBatchesKeepsMemoryFlat)
   auto const enqueue = [&](streamkit::chunk_context& c) { enqueue_squares(c, in.data(), out.data(), 64); };
   d.run(512, 64, enqueue);  // warm-up: every worker allocates its buffers
   std::size_t const allocations = d.workspace_allocations();
-  std::size_t free_before = 0, total = 0, free_after = 0;
-  ASSERT_EQ(cudaMemGetInfo(&free_before, &total), cudaSuccess);
+  std::size_t const free_before = settled_free_memory();
   std::size_t const pinned_before = streamkit::pinned_bytes_in_use();
   for (int batch = 0; batch < 1000; ++batch) { d.run(512, 64, enqueue); }
-  ASSERT_EQ(cudaMemGetInfo(&free_after, &total), cudaSuccess);
   EXPECT_EQ(d.workspace_allocations(), allocations) << "no allocation after warm-up";
-  EXPECT_EQ(free_after, free_before);
+  EXPECT_EQ(settled_free_memory(), free_before);
   EXPECT_EQ(streamkit::pinned_bytes_in_use(), pinned_before);
   for (double x : out) { ASSERT_EQ(x, 3.25); }
 }
@@ -290,8 +295,9 @@ TEST_F(Dispatcher, BuiltInWorkloadsValidateBeforeWritingAnything)
   STREAMKIT_EXPECT_THROW_WITH((streamkit::dispatch_nearest_neighbor<float, std::int32_t>(d, points{lat, lon, 2}, points{nullptr, nullptr, 2}, index, nullptr, {})),
                               std::invalid_argument, "references: null coordinates with a count of 2");
   float bad_lat[2] = {0.1F, 2.0F};  // 2 rad is beyond the pole
+  // Invalid coordinates are found on the device, inside the chunk: the chunk's error names them.
   STREAMKIT_EXPECT_THROW_WITH((streamkit::dispatch_nearest_neighbor<float, std::int32_t>(d, points{bad_lat, lon, 2}, points{lat, lon, 2}, index, nullptr, {})),
-                              std::invalid_argument, "observations: 1 point(s) have a non-finite coordinate or a latitude outside");
+                              streamkit::dispatch_error, "items [0, 2): observations: 1 point(s) have a non-finite coordinate or a latitude outside");
   EXPECT_EQ(index[0], -7);
   EXPECT_EQ(index[1], -7);
 
