@@ -33,6 +33,11 @@ struct memory_use {
 
 memory_use measure(streamkit::dispatcher const& workers)
 {
+  // What the stream-ordered pool keeps unused goes back first, so only live memory is seen.
+  STREAMKIT_CUDA_TRY(cudaDeviceSynchronize());
+  cudaMemPool_t pool = nullptr;
+  STREAMKIT_CUDA_TRY(cudaDeviceGetDefaultMemPool(&pool, 0));
+  STREAMKIT_CUDA_TRY(cudaMemPoolTrimTo(pool, 0));
   std::size_t free = 0, total = 0;
   STREAMKIT_CUDA_TRY(cudaMemGetInfo(&free, &total));
   return {free, streamkit::pinned_bytes_in_use(), workers.workspace_allocations()};

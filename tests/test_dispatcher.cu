@@ -18,10 +18,14 @@
 
 namespace {
 
-/// Free device memory once all work (and the stream-ordered frees it made) has completed.
+/// Free memory of device 0 once all work has completed and the stream-ordered pool has returned
+/// what it holds unused (it otherwise does so at a time of its choosing).
 std::size_t settled_free_memory()
 {
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cudaMemPool_t pool = nullptr;
+  EXPECT_EQ(cudaDeviceGetDefaultMemPool(&pool, 0), cudaSuccess);
+  EXPECT_EQ(cudaMemPoolTrimTo(pool, 0), cudaSuccess);
   std::size_t free = 0, total = 0;
   EXPECT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
   return free;
