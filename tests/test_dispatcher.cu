@@ -184,6 +184,7 @@ TEST_F(Dispatcher, APinnedAllocationFailurePropagatesAndReleasesEverything)
   std::vector<double> in(1000, 2.0), out(1000, 0.0);
   d.run(1000, 100, [&](streamkit::chunk_context& c) { enqueue_squares(c, in.data(), out.data(), 100); });  // warm-up
   std::size_t const pinned_before = streamkit::pinned_bytes_in_use();
+  std::size_t const allocations = d.workspace_allocations();
   std::size_t const free_before = settled_free_memory();
   std::size_t const impossible = std::size_t{1} << 52;  // 4 PiB of page-locked memory
   try {
@@ -197,7 +198,10 @@ TEST_F(Dispatcher, APinnedAllocationFailurePropagatesAndReleasesEverything)
     EXPECT_THROW(std::rethrow_exception(error.original()), streamkit::cuda_error);
   }
   EXPECT_EQ(streamkit::pinned_bytes_in_use(), pinned_before);
-  EXPECT_EQ(settled_free_memory(), free_before);
+  EXPECT_EQ(d.workspace_allocations(), allocations);
+  // Device memory in use must not grow. It may shrink: seen on H200s, the driver returns a few MiB
+  // (page tables of earlier pinned buffers, we believe) around a failed cudaHostAlloc.
+  EXPECT_GE(settled_free_memory(), free_before);
   std::fill(out.begin(), out.end(), 0.0);
   d.run(1000, 100, [&](streamkit::chunk_context& c) { enqueue_squares(c, in.data(), out.data(), 100); });
   for (double x : out) { ASSERT_EQ(x, 5.0); }
