@@ -7,7 +7,12 @@ Numbers are copied from the files, never typed in.
 
   python3 benchmarks/make_report.py --gpu "NVIDIA H100 80GB HBM3" --date 2026-11-22 \
       --command "bench_nearest_neighbor --benchmark_out=nn.json --benchmark_out_format=json" \
-      docs/results/*.json docs/results/*.txt
+      docs/results/h100_*.json \
+      --scaling "NVIDIA H200 x2=docs/results/h200x2_dispatcher.json,docs/results/h200x2_minmax.json" \
+      --scaling "NVIDIA H200 x4=docs/results/h200x4_dispatcher.json,docs/results/h200x4_minmax.json"
+
+Scaling files hold benchmarks named NAME/GPUS (nearest_on_gpus, host_pinned_gpus); each is compared
+with 1 GPU of the same machine: efficiency = t(1) / (GPUS x t(GPUS)).
 """
 import argparse
 import json
@@ -24,9 +29,11 @@ TARGETS = {  # the issues' targets: (benchmark name prefix, limit in ms or None,
     "tall_2p24x16_float_row_major": ">= 80 % of 2.95 TB/s",
     "column_major_98450x60_double": ">= 80 % of 2.95 TB/s",
     "column_major_200x500000_float": ">= 80 % of 2.95 TB/s",
-    "host_pinned/4": "<= 16.5 ms",
+    "host_pinned/": "<= 16.5 ms",
     "host_pageable_staged/16": "<= 40 ms",
+    "sum_normalize_10x10M/": "<= 8.0 ms",
 }
+SCALING_TARGETS = {("nearest_on_gpus", 2): ">= 0.92", ("nearest_on_gpus", 4): ">= 0.88"}
 
 
 def json_entries(text):
@@ -54,8 +61,11 @@ def rows_from_json(path):
             continue
         if entry.get("run_type") == "aggregate" or entry.get("repetitions", 1) == 1:
             name = entry["run_name"]
+            if "error_occurred" in entry:
+                continue
             rows.append({"name": name, "ms": float(entry["real_time"]), "unit": entry["time_unit"],
-                         "pairs_per_s": entry.get("pairs_per_s"), "bytes_per_s": entry.get("bytes_per_s"), "source": path.name})
+                         "pairs_per_s": entry.get("pairs_per_s"),
+                         "bytes_per_s": entry.get("bytes_per_s", entry.get("bytes_per_s_each_way")), "source": path.name})
     return rows
 
 
@@ -80,6 +90,41 @@ def rows_from_console(path):
     return rows
 
 
+def scaling_rows(specs):
+    rows = []
+    for spec in specs:
+        machine, files = spec.split("=", 1)
+        found = [r for path in files.split(",") for r in rows_from_json(Path(path))]
+        for row in found:
+            base, _, gpus = re.sub(r"/(repeats|iterations):.*", "", row["name"]).rpartition("/")
+            if not gpus.isdigit() or not base.endswith("_gpus"):
+                continue
+            one = next((r for r in found if re.sub(r"/(repeats|iterations):.*", "", r["name"]) == f"{base}/1"), None)
+            if one:
+                rows.append({"machine": machine, "base": base, "gpus": int(gpus), "ms": row["ms"],
+                             "efficiency": one["ms"] / (int(gpus) * row["ms"]), "source": row["source"]})
+    return rows
+
+
+def plot_scaling(rows, path, date):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    figure, axes = plt.subplots(figsize=(7, 4))
+    for (machine, base) in sorted({(r["machine"], r["base"]) for r in rows}):
+        mine = sorted((r for r in rows if r["machine"] == machine and r["base"] == base), key=lambda r: r["gpus"])
+        one = mine[0]["ms"]
+        axes.plot([r["gpus"] for r in mine], [one / r["ms"] for r in mine], marker="o", label=f"{base}, {machine}")
+    top = max(r["gpus"] for r in rows)
+    axes.plot([1, top], [1, top], color="grey", linestyle=":", label="linear")
+    axes.set_xlabel("GPUs")
+    axes.set_ylabel("speed-up over 1 GPU")
+    axes.set_title(f"streamkit dispatcher scaling (host in / host out), {date}", fontsize=9)
+    axes.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gpu", required=True)
@@ -87,6 +132,8 @@ def main():
     parser.add_argument("--command", action="append", required=True)
     parser.add_argument("--out", default="docs/performance.md")
     parser.add_argument("--plot", default="docs/nearest_neighbor.png")
+    parser.add_argument("--scaling", action="append", default=[], metavar="MACHINE=FILE[,FILE]")
+    parser.add_argument("--scaling-plot", default="docs/scaling.png")
     parser.add_argument("files", nargs="+", type=Path)
     args = parser.parse_args()
 
@@ -107,6 +154,15 @@ def main():
         pairs = f"{row['pairs_per_s'] / 1e12:.2f} T" if row["pairs_per_s"] else ""
         moved = f"{row['bytes_per_s'] / 1e9:.0f} GB/s" if row["bytes_per_s"] else ""
         lines.append(f"| `{row['name']}` | {row['ms']:.3f} ms | {pairs} | {moved} | {target} | {row['source']} |")
+    scaling = scaling_rows(args.scaling)
+    if scaling:
+        lines += ["", "## Multi-GPU scaling", "",
+                  "Host in, host out, wall time; efficiency against 1 GPU of the same machine, t(1) / (GPUs x t(GPUs)).", "",
+                  "| machine | benchmark | GPUs | time | efficiency | target | source |", "|---|---|---|---|---|---|---|"]
+        for row in scaling:
+            target = SCALING_TARGETS.get((row["base"], row["gpus"]), "")
+            lines.append(f"| {row['machine']} | `{row['base']}` | {row['gpus']} | {row['ms']:.1f} ms | {row['efficiency']:.2f} | {target} | {row['source']} |")
+        plot_scaling(scaling, args.scaling_plot, args.date)
     Path(args.out).write_text("\n".join(lines) + "\n")
 
     fast = sorted((r for r in rows if r["name"].startswith("fast/") and r["pairs_per_s"]),

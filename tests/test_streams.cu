@@ -47,6 +47,10 @@ TEST(StreamRef, NamedDefaultStreams)
   EXPECT_TRUE(streamkit::stream_ref::legacy_default().is_default());
   cuda::stream_ref const libcu = streamkit::stream_ref::per_thread_default();
   EXPECT_EQ(libcu.get(), cudaStreamPerThread);
+  // The legacy stream is named, never implied by a 0 or a nullptr.
+  static_assert(!std::is_constructible_v<streamkit::stream_ref, int>);
+  static_assert(!std::is_constructible_v<streamkit::stream_ref, std::nullptr_t>);
+  static_assert(std::is_trivially_copyable_v<streamkit::stream_ref>);
 }
 
 TEST(GraphCapture, RejectsDefaultStreamsWithoutTouchingCuda)
