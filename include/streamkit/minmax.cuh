@@ -116,7 +116,9 @@ class minmax_scaler {
 
  private:
   void accumulate(matrix_ref<T const> x, stream_ref stream, bool reset);
-  void expect_fitted(matrix_ref<T const> const& x, char const* what) const;
+  /// transform (Inverse = false) or inverse_transform, after checking `what`'s arguments.
+  template <bool Inverse>
+  void apply_fitted(matrix_ref<T const> x, matrix_ref<T> out, stream_ref stream, char const* what) const;
   std::vector<T> host_copy(device_buffer<T> const& values) const;
 
   minmax_options<T> options_;

@@ -93,8 +93,10 @@ void dispatch_minmax_normalize(dispatcher& workers, std::vector<matrix_ref<T con
     std::size_t const count = in.rows * in.cols;
     if (count == 0) { return; }
     stream_ref const work = chunk.stream;
-    std::size_t const in_lines = detail::lines_of(in).first, in_length = detail::lines_of(in).second;
-    std::size_t const out_lines = detail::lines_of(out).first, out_length = detail::lines_of(out).second;
+    auto const in_shape = detail::lines_of(in);  // (lines, length); not structured bindings: C++17 lambdas cannot capture them
+    auto const out_shape = detail::lines_of(out);
+    std::size_t const in_lines = in_shape.first, in_length = in_shape.second;
+    std::size_t const out_lines = out_shape.first, out_length = out_shape.second;
     bool const in_place = static_cast<void const*>(in.data) == static_cast<void const*>(out.data);
     std::optional<host_registration> in_registration;
     std::optional<host_registration> out_registration;

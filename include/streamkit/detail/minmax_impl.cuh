@@ -207,32 +207,29 @@ void minmax_scaler<T>::partial_fit_async(matrix_ref<T const> x, stream_ref strea
 }
 
 template <class T>
-void minmax_scaler<T>::expect_fitted(matrix_ref<T const> const& x, char const* what) const
+template <bool Inverse>
+void minmax_scaler<T>::apply_fitted(matrix_ref<T const> x, matrix_ref<T> out, stream_ref stream, char const* what) const
 {
   STREAMKIT_EXPECTS(fitted(), std::logic_error, std::string(what) + "() before fit()");
   detail::expect_matrix(x, "x");
   STREAMKIT_EXPECTS(x.cols == features_, std::invalid_argument,
                     "x: has " + std::to_string(x.cols) + " columns, the scaler was fitted on " + std::to_string(features_));
+  detail::expect_matrix(out, "out");
+  detail::expect_same_shape(x, out);
+  device_guard guard(stream.device());
+  detail::apply<T, Inverse>(x, out, min_.data(), scale_.data(), detail::scaling_of(options_), stream);
 }
 
 template <class T>
 void minmax_scaler<T>::transform_async(matrix_ref<T const> x, matrix_ref<T> out, stream_ref stream) const
 {
-  expect_fitted(x, "transform");
-  detail::expect_matrix(out, "out");
-  detail::expect_same_shape(x, out);
-  device_guard guard(stream.device());
-  detail::apply<T, false>(x, out, min_.data(), scale_.data(), detail::scaling_of(options_), stream);
+  apply_fitted<false>(x, out, stream, "transform");
 }
 
 template <class T>
 void minmax_scaler<T>::inverse_transform_async(matrix_ref<T const> x, matrix_ref<T> out, stream_ref stream) const
 {
-  expect_fitted(x, "inverse_transform");
-  detail::expect_matrix(out, "out");
-  detail::expect_same_shape(x, out);
-  device_guard guard(stream.device());
-  detail::apply<T, true>(x, out, min_.data(), scale_.data(), detail::scaling_of(options_), stream);
+  apply_fitted<true>(x, out, stream, "inverse_transform");
 }
 
 template <class T>
