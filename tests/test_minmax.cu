@@ -1,5 +1,6 @@
 // Column min-max scaling against a float64 CPU reference.
 #include "gpu_test.hpp"
+#include "spin_kernel.cuh"
 #include "test_support.hpp"
 
 #include <streamkit/minmax.cuh>
@@ -9,10 +10,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -282,6 +285,147 @@ TYPED_TEST(MinMax, PartialFitIsBitIdenticalToOneFit)
   matrix_ref<T const> const first{d_all.data(), 10, 70, 70, layout::row_major};
   batches.fit_async(first, s);
   EXPECT_NE(0, std::memcmp(whole.data_min_host().data(), batches.data_min_host().data(), 70 * sizeof(T)));
+}
+
+/// How many elements of `out` differ from transforming `x` with the fit `f` to [0, 1].
+template <class T>
+std::size_t mismatches(host_matrix<T> const& x, host_matrix<T> const& out, reference_fit<T> const& f)
+{
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < x.rows; ++i) {
+    for (std::size_t j = 0; j < x.cols; ++j) {
+      double const want = transform_reference(x.at(i, j), f.min[j], f.scale[j], 0, 1, false);
+      if (!close<T>(out.at(i, j), want, 5.0 + std::abs(x.at(i, j)) * std::abs(f.scale[j]))) { ++count; }
+    }
+  }
+  return count;
+}
+
+TYPED_TEST(MinMax, ScalerOrdersFitsAndTransformsOnDifferentStreams)
+{
+  using T = TypeParam;
+  streamkit::stream const first(0);
+  streamkit::stream const second(0);
+  std::size_t const rows = 2048, cols = 512;
+  host_matrix<T> narrow(rows, cols, layout::row_major), wide(rows, cols, layout::row_major), x(rows, cols, layout::row_major);
+  for (auto* m : {&narrow, &wide, &x}) { fill_random(*m, this->rng); }
+  for (std::size_t i = 0; i < rows; ++i) {  // so that the two fits give different scales
+    for (std::size_t j = 0; j < cols; ++j) { narrow.at(i, j) /= T(10); }
+  }
+  auto const d_narrow = to_device(narrow.storage, first);
+  auto const d_wide = to_device(wide.storage, first);
+  auto const d_x = to_device(x.storage, first);
+  host_matrix<T> out(rows, cols, layout::row_major);
+  auto d_out = to_device(out.storage, first);
+  first.sync();
+  streamkit::minmax_scaler<T> scaler;
+  scaler.fit_async(narrow.ref(const_cast<T*>(d_narrow.data())), first);
+  long long const delay = streamkit_test::cycles_for_20ms() / 4;
+
+  // Read after write: a transform on `second` uses the refit enqueued before it on `first`, kept late by a spin.
+  streamkit_test::spin_then_increment<<<1, 32, 0, first.value()>>>(delay, nullptr);
+  scaler.fit_async(wide.ref(const_cast<T*>(d_wide.data())), first);
+  scaler.transform_async(x.ref(const_cast<T*>(d_x.data())), out.ref(d_out.data()), second);
+  out.storage = to_host(d_out, second);
+  auto const wide_fit = fit_reference(wide, 0, 1);
+  EXPECT_EQ(mismatches(x, out, wide_fit), 0U) << "the transform did not wait for the fit on another stream";
+
+  // Write after read: a refit on `first` waits for a transform still pending on `second`.
+  auto d_late = to_device(std::vector<T>(out.storage.size(), T(poison)), second);
+  streamkit_test::spin_then_increment<<<1, 32, 0, second.value()>>>(delay, nullptr);
+  scaler.transform_async(x.ref(const_cast<T*>(d_x.data())), out.ref(d_late.data()), second);
+  scaler.fit_async(narrow.ref(const_cast<T*>(d_narrow.data())), first);
+  out.storage = to_host(d_late, second);
+  EXPECT_EQ(mismatches(x, out, wide_fit), 0U) << "the fit overwrote the state a transform on another stream still needed";
+  auto const narrow_fit = fit_reference(narrow, 0, 1);
+  auto const mins = scaler.data_min_host();
+  ASSERT_EQ(mins.size(), cols);
+  for (std::size_t j = 0; j < cols; ++j) { ASSERT_EQ(static_cast<double>(mins[j]), narrow_fit.min[j]) << j; }
+}
+
+TYPED_TEST(MinMax, ScalerIsSafeToShareBetweenThreads)
+{
+  using T = TypeParam;
+  constexpr std::size_t threads = 8;
+  std::size_t const rows = 256, cols = 300;
+  streamkit::stream const setup(0);
+  host_matrix<T> all(rows * threads, cols, layout::row_major);
+  fill_random(all, this->rng);
+  auto const d_all = to_device(all.storage, setup);
+  host_matrix<T> x(rows, cols, layout::row_major), other(rows, cols, layout::row_major);
+  fill_random(x, this->rng);
+  fill_random(other, this->rng);
+  for (std::size_t i = 0; i < rows; ++i) {
+    for (std::size_t j = 0; j < cols; ++j) { other.at(i, j) /= T(10); }
+  }
+  auto const d_x = to_device(x.storage, setup);
+  auto const d_other = to_device(other.storage, setup);
+  setup.sync();
+  auto const batch = [&](std::size_t t) {
+    return matrix_ref<T const>{d_all.data() + t * rows * cols, rows, cols, cols, layout::row_major};
+  };
+
+  // Partial fits from every thread at once: the running min and max cover all the batches.
+  streamkit::minmax_scaler<T> scaler;
+  std::vector<std::thread> workers;
+  for (std::size_t t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      streamkit::stream const s(0);
+      for (int repeat = 0; repeat < 4; ++repeat) { scaler.partial_fit_async(batch(t), s); }
+    });
+  }
+  for (auto& w : workers) { w.join(); }
+  workers.clear();
+  auto const whole = fit_reference(all, 0, 1);
+  auto const mins = scaler.data_min_host();
+  auto const maxs = scaler.data_max_host();
+  ASSERT_EQ(mins.size(), cols);
+  for (std::size_t j = 0; j < cols; ++j) {
+    ASSERT_EQ(static_cast<double>(mins[j]), whole.min[j]) << j;
+    ASSERT_EQ(static_cast<double>(maxs[j]), whole.max[j]) << j;
+  }
+
+  // Fits of two data sets and transforms interleaved from every thread: each transform sees one whole fit.
+  auto const fit_x = fit_reference(x, 0, 1);
+  auto const fit_other = fit_reference(other, 0, 1);
+  std::atomic<int> torn{0}, transforms{0};
+  for (std::size_t t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      streamkit::stream const s(0);
+      host_matrix<T> out(rows, cols, layout::row_major);
+      auto d_out = to_device(out.storage, s);
+      for (std::size_t i = 0; i < 12; ++i) {
+        if ((t + i) % 3 == 0) {
+          scaler.fit_async(i % 2 == 0 ? x.ref(const_cast<T*>(d_x.data())) : other.ref(const_cast<T*>(d_other.data())), s);
+          continue;
+        }
+        scaler.transform_async(x.ref(const_cast<T*>(d_x.data())), out.ref(d_out.data()), s);
+        out.storage = to_host(d_out, s);
+        ++transforms;
+        if (mismatches(x, out, fit_x) != 0 && mismatches(x, out, fit_other) != 0) { ++torn; }
+      }
+    });
+  }
+  for (auto& w : workers) { w.join(); }
+  EXPECT_EQ(torn.load(), 0) << "of " << transforms.load() << " transforms";
+  EXPECT_GT(transforms.load(), 0);
+}
+
+TEST(MinMaxScaler, RejectsAStreamOfAnotherDevice)
+{
+  if (streamkit::device_count() < 2) { GTEST_SKIP() << "needs two GPUs; " << streamkit::device_count() << " visible"; }
+  streamkit::stream const zero(0);
+  streamkit::stream const one(1);
+  host_matrix<double> x(10, 3, layout::row_major);
+  std::mt19937_64 rng(streamkit_test::fresh_seed());
+  fill_random(x, rng);
+  auto const d_x = to_device(x.storage, zero);
+  auto d_out = to_device(x.storage, zero);
+  streamkit::minmax_scaler<double> scaler;
+  scaler.fit_async(x.ref(const_cast<double*>(d_x.data())), zero);
+  STREAMKIT_EXPECT_THROW_WITH(scaler.transform_async(x.ref(const_cast<double*>(d_x.data())), x.ref(d_out.data()), one),
+                              std::invalid_argument, "stream: belongs to device 1 but the scaler was fitted on device 0");
+  zero.sync();
 }
 
 TYPED_TEST(MinMax, ColumnMinmaxAndBadInputsWriteNothing)

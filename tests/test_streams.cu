@@ -1,5 +1,6 @@
 // Streams, events, the scoped timer and graph capture.
 #include "gpu_test.hpp"
+#include "spin_kernel.cuh"
 
 #include <streamkit/event.hpp>
 #include <streamkit/graph.hpp>
@@ -15,21 +16,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-/// Keeps one SM busy for about `cycles` clock cycles, then adds 1 to *counter.
-__global__ void spin_then_increment(long long cycles, unsigned* counter)
-{
-  long long const start = clock64();
-  while (clock64() - start < cycles) {}
-  if (threadIdx.x == 0 && counter != nullptr) { atomicAdd(counter, 1U); }
-}
-
-/// The measured cycle count that makes a spin kernel take about 20 ms on this device.
-long long cycles_for_20ms()
-{
-  int khz = 0;
-  EXPECT_EQ(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0), cudaSuccess);
-  return static_cast<long long>(khz) * 20;
-}
+using streamkit_test::cycles_for_20ms;
+using streamkit_test::spin_then_increment;
 
 static_assert(std::is_trivially_copyable_v<streamkit::stream_ref>);
 static_assert(!std::is_constructible_v<streamkit::stream_ref, int>);

@@ -26,6 +26,8 @@
 #include <streamkit/stream_ref.hpp>
 
 #include <cstddef>
+#include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -55,41 +57,39 @@ void minmax_normalize_async(matrix_ref<T const> in, matrix_ref<T> out, minmax_op
 template <class T>
 void minmax_normalize(matrix_ref<T const> in, matrix_ref<T> out, minmax_options<T> const& options = {});
 
+namespace detail {
+template <class T>
+class scaler_state;
+}  // namespace detail
+
 /// A scikit-learn style MinMaxScaler whose state lives on one device. partial_fit() keeps running
 /// minima and maxima, so fitting batches one by one gives bit for bit what one fit() over their
-/// concatenation gives. Not thread-safe; one scaler per concurrent stream.
+/// concatenation gives.
+///
+/// Thread-safe, and safe across streams: fits, transforms and the host accessors may be called from
+/// several host threads at once, each with its own stream. Calls are serialised on the host (a lock is
+/// held while the call enqueues its work, not while the work runs) and ordered on the device: a
+/// transform waits for the last fit enqueued before it, and a fit waits for every transform enqueued
+/// before it, whatever their streams. Transforms must use a stream of the device the scaler was last
+/// fitted on. The raw pointers data_min(), data_max() and scale() are outside that ordering.
 template <class T>
 class minmax_scaler {
  public:
   /// @throws std::invalid_argument unless lo < hi, both finite.
   explicit minmax_scaler(minmax_options<T> const& options = {});
-  /// Move-only; a moved-from scaler is unfitted (transforming with it throws std::logic_error).
-  minmax_scaler(minmax_scaler&& other) noexcept
-      : options_(other.options_),
-        features_(std::exchange(other.features_, 0)),
-        min_bits_(std::move(other.min_bits_)),
-        max_bits_(std::move(other.max_bits_)),
-        min_(std::move(other.min_)),
-        max_(std::move(other.max_)),
-        scale_(std::move(other.scale_))
-  {
-  }
+  /// Move-only; moving is not thread-safe. A moved-from scaler is unfitted: transforming with it
+  /// throws std::logic_error, fitting it starts afresh.
+  minmax_scaler(minmax_scaler&& other) noexcept : options_(other.options_), state_(std::move(other.state_)) {}
   minmax_scaler& operator=(minmax_scaler&& other) noexcept
   {
-    if (this != &other) {
-      options_ = other.options_;
-      features_ = std::exchange(other.features_, 0);
-      min_bits_ = std::move(other.min_bits_);
-      max_bits_ = std::move(other.max_bits_);
-      min_ = std::move(other.min_);
-      max_ = std::move(other.max_);
-      scale_ = std::move(other.scale_);
-    }
+    options_ = other.options_;
+    state_ = std::move(other.state_);
     return *this;
   }
   minmax_scaler(minmax_scaler const&) = delete;
   minmax_scaler& operator=(minmax_scaler const&) = delete;
-  ~minmax_scaler() = default;
+  /// Returns at once; the device memory is released after the last fit and transform have run.
+  ~minmax_scaler();
 
   void fit_async(matrix_ref<T const> x, stream_ref stream);
   void partial_fit_async(matrix_ref<T const> x, stream_ref stream);
@@ -101,33 +101,36 @@ class minmax_scaler {
   void transform(matrix_ref<T const> x, matrix_ref<T> out) const;
   void inverse_transform(matrix_ref<T const> x, matrix_ref<T> out) const;
 
-  [[nodiscard]] bool fitted() const noexcept { return features_ > 0; }
-  [[nodiscard]] std::size_t n_features() const noexcept { return features_; }
+  [[nodiscard]] bool fitted() const { return n_features() > 0; }
+  [[nodiscard]] std::size_t n_features() const;
   [[nodiscard]] std::pair<T, T> feature_range() const noexcept { return {options_.lo, options_.hi}; }
   [[nodiscard]] bool clip() const noexcept { return options_.clip; }
-  /// Device arrays of n_features() elements (valid once fitted, until the next fit).
-  [[nodiscard]] T const* data_min() const noexcept { return min_.data(); }
-  [[nodiscard]] T const* data_max() const noexcept { return max_.data(); }
-  [[nodiscard]] T const* scale() const noexcept { return scale_.data(); }
-  /// Host copies (these wait for the scaler's last stream).
-  [[nodiscard]] std::vector<T> data_min_host() const { return host_copy(min_); }
-  [[nodiscard]] std::vector<T> data_max_host() const { return host_copy(max_); }
-  [[nodiscard]] std::vector<T> scale_host() const { return host_copy(scale_); }
+  /// Device arrays of n_features() elements (null until fitted; valid until a fit of another shape
+  /// or device, or the scaler's end). Work reading them on a stream other than the last fit's must
+  /// wait for that fit first.
+  [[nodiscard]] T const* data_min() const;
+  [[nodiscard]] T const* data_max() const;
+  [[nodiscard]] T const* scale() const;
+  /// Host copies, taken after the last fit's device work (empty when unfitted).
+  [[nodiscard]] std::vector<T> data_min_host() const;
+  [[nodiscard]] std::vector<T> data_max_host() const;
+  [[nodiscard]] std::vector<T> scale_host() const;
 
  private:
   void accumulate(matrix_ref<T const> x, stream_ref stream, bool reset);
   /// transform (Inverse = false) or inverse_transform, after checking `what`'s arguments.
   template <bool Inverse>
   void apply_fitted(matrix_ref<T const> x, matrix_ref<T> out, stream_ref stream, char const* what) const;
-  std::vector<T> host_copy(device_buffer<T> const& values) const;
+  enum class fitted_array { min, max, scale };
+  /// The selected device array, or null when unfitted.
+  T const* device_array(fitted_array which) const;
+  /// The selected buffer of a fitted scaler; the caller holds the lock.
+  device_buffer<T> const& fitted_buffer(fitted_array which) const;
+  std::vector<T> host_copy(fitted_array which) const;
 
   minmax_options<T> options_;
-  std::size_t features_ = 0;
-  device_buffer<detail::ordered_t<T>> min_bits_;
-  device_buffer<detail::ordered_t<T>> max_bits_;
-  device_buffer<T> min_;
-  device_buffer<T> max_;
-  device_buffer<T> scale_;
+  mutable std::mutex mutex_;
+  std::unique_ptr<detail::scaler_state<T>> state_;
 };
 
 }  // namespace streamkit

@@ -4,10 +4,14 @@
 #include <streamkit/detail/minmax_kernels.cuh>
 #include <streamkit/device.hpp>
 #include <streamkit/error.hpp>
+#include <streamkit/event.hpp>
+#include <streamkit/stream.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -159,6 +163,70 @@ void minmax_normalize(matrix_ref<T const> in, matrix_ref<T> out, minmax_options<
   stream_ref::per_thread_default().sync();
 }
 
+namespace detail {
+
+/// What a minmax_scaler has fitted, on one device, with the events that order its users. The device
+/// memory is freed on a stream of its own once the last fit and every transform have run, so the
+/// callers' streams may be gone by then.
+template <class T>
+class scaler_state {
+ public:
+  scaler_state(std::size_t features, stream_ref stream)
+      : release(stream.device()),
+        features(features),
+        min_bits(features, stream),
+        max_bits(features, stream),
+        min(features, stream),
+        max(features, stream),
+        scale(features, stream),
+        fitted(stream.device())
+  {
+    min_bits.set_stream(release);
+    max_bits.set_stream(release);
+    for (auto* buffer : {&min, &max, &scale}) { buffer->set_stream(release); }
+  }
+  scaler_state(scaler_state const&) = delete;
+  scaler_state& operator=(scaler_state const&) = delete;
+  ~scaler_state() noexcept
+  {
+    cudaStream_t const frees = release.ref().value();
+    if (fitted.recorded()) { ignore_release_error(cudaStreamWaitEvent(frees, fitted.value(), 0)); }
+    for (auto const& transform : transforms) {
+      if (transform.recorded()) { ignore_release_error(cudaStreamWaitEvent(frees, transform.value(), 0)); }
+    }
+  }
+
+  [[nodiscard]] int device() const noexcept { return release.device(); }
+
+  /// Makes work enqueued next on `stream` wait for the last fit and for every transform still running.
+  void order_after_everything(stream_ref stream) const
+  {
+    if (fitted.recorded()) { stream.wait(fitted); }
+    for (auto const& transform : transforms) {
+      if (!transform.ready()) { stream.wait(transform); }
+    }
+  }
+
+  /// Marks the end of a transform just enqueued on `stream`, reusing an event whose work has completed.
+  void record_transform(stream_ref stream)
+  {
+    auto const done = std::find_if(transforms.begin(), transforms.end(), [](event const& e) { return e.ready(); });
+    (done != transforms.end() ? *done : transforms.emplace_back(device())).record(stream);
+  }
+
+  stream release;  // first member, so destroyed last: after the frees enqueued on it
+  std::size_t features;
+  device_buffer<ordered_t<T>> min_bits;
+  device_buffer<ordered_t<T>> max_bits;
+  device_buffer<T> min;
+  device_buffer<T> max;
+  device_buffer<T> scale;
+  event fitted;                  // recorded after the last fit's device work
+  std::vector<event> transforms;  // recorded after transforms; fits wait for those still running
+};
+
+}  // namespace detail
+
 template <class T>
 minmax_scaler<T>::minmax_scaler(minmax_options<T> const& options) : options_(options)
 {
@@ -166,32 +234,31 @@ minmax_scaler<T>::minmax_scaler(minmax_options<T> const& options) : options_(opt
 }
 
 template <class T>
+minmax_scaler<T>::~minmax_scaler() = default;
+
+template <class T>
 void minmax_scaler<T>::accumulate(matrix_ref<T const> x, stream_ref stream, bool reset)
 {
   detail::expect_matrix(x, "x");
   STREAMKIT_EXPECTS(x.rows > 0 && x.cols > 0, std::invalid_argument,
                     "x: cannot fit " + std::to_string(x.rows) + " x " + std::to_string(x.cols) + " elements");
-  bool const fresh = reset || !fitted();
-  STREAMKIT_EXPECTS(fresh || x.cols == features_, std::invalid_argument,
-                    "x: has " + std::to_string(x.cols) + " columns, the scaler was fitted on " + std::to_string(features_));
-  device_guard guard(stream.device());
-  if (fresh) {
-    if (min_.size() != x.cols || min_.device() != stream.device()) {
-      min_bits_ = device_buffer<detail::ordered_t<T>>(x.cols, stream);
-      max_bits_ = device_buffer<detail::ordered_t<T>>(x.cols, stream);
-      min_ = device_buffer<T>(x.cols, stream);
-      max_ = device_buffer<T>(x.cols, stream);
-      scale_ = device_buffer<T>(x.cols, stream);
-    }
-    detail::reset_bits<T>(x.cols, min_bits_.data(), max_bits_.data(), stream);
+  std::lock_guard const lock(mutex_);
+  bool const fresh = reset || !state_;
+  STREAMKIT_EXPECTS(fresh || x.cols == state_->features, std::invalid_argument,
+                    "x: has " + std::to_string(x.cols) + " columns, the scaler was fitted on " + std::to_string(state_->features));
+  int const device = stream.device();
+  device_guard guard(device);
+  if (fresh && (!state_ || state_->features != x.cols || state_->device() != device)) {
+    // The old state frees its memory once its last users have run.
+    state_ = std::make_unique<detail::scaler_state<T>>(x.cols, stream);
   }
-  for (auto* buffer : {&min_, &max_, &scale_}) { buffer->set_stream(stream); }
-  min_bits_.set_stream(stream);
-  max_bits_.set_stream(stream);
-  detail::reduce_into(x, min_bits_.data(), max_bits_.data(), stream);
-  detail::finalize(x.cols, min_bits_.data(), max_bits_.data(), detail::scaling_of(options_), min_.data(), max_.data(),
-                   scale_.data(), stream);
-  features_ = x.cols;
+  auto& state = *state_;
+  state.order_after_everything(stream);
+  if (fresh) { detail::reset_bits<T>(x.cols, state.min_bits.data(), state.max_bits.data(), stream); }
+  detail::reduce_into(x, state.min_bits.data(), state.max_bits.data(), stream);
+  detail::finalize(x.cols, state.min_bits.data(), state.max_bits.data(), detail::scaling_of(options_), state.min.data(),
+                   state.max.data(), state.scale.data(), stream);
+  state.fitted.record(stream);
 }
 
 template <class T>
@@ -210,14 +277,22 @@ template <class T>
 template <bool Inverse>
 void minmax_scaler<T>::apply_fitted(matrix_ref<T const> x, matrix_ref<T> out, stream_ref stream, char const* what) const
 {
-  STREAMKIT_EXPECTS(fitted(), std::logic_error, std::string(what) + "() before fit()");
+  std::lock_guard const lock(mutex_);
+  STREAMKIT_EXPECTS(state_ != nullptr, std::logic_error, std::string(what) + "() before fit()");
+  auto& state = *state_;
   detail::expect_matrix(x, "x");
-  STREAMKIT_EXPECTS(x.cols == features_, std::invalid_argument,
-                    "x: has " + std::to_string(x.cols) + " columns, the scaler was fitted on " + std::to_string(features_));
+  STREAMKIT_EXPECTS(x.cols == state.features, std::invalid_argument,
+                    "x: has " + std::to_string(x.cols) + " columns, the scaler was fitted on " + std::to_string(state.features));
   detail::expect_matrix(out, "out");
   detail::expect_same_shape(x, out);
-  device_guard guard(stream.device());
-  detail::apply<T, Inverse>(x, out, min_.data(), scale_.data(), detail::scaling_of(options_), stream);
+  int const device = stream.device();
+  STREAMKIT_EXPECTS(device == state.device(), std::invalid_argument,
+                    "stream: belongs to device " + std::to_string(device) + " but the scaler was fitted on device " +
+                      std::to_string(state.device()));
+  device_guard guard(device);
+  stream.wait(state.fitted);
+  detail::apply<T, Inverse>(x, out, state.min.data(), state.scale.data(), detail::scaling_of(options_), stream);
+  state.record_transform(stream);
 }
 
 template <class T>
@@ -258,12 +333,74 @@ void minmax_scaler<T>::inverse_transform(matrix_ref<T const> x, matrix_ref<T> ou
 }
 
 template <class T>
-std::vector<T> minmax_scaler<T>::host_copy(device_buffer<T> const& values) const
+std::size_t minmax_scaler<T>::n_features() const
 {
-  std::vector<T> host(values.size());
-  values.copy_to_host_async(cuda::std::span<T>(host.data(), host.size()), values.stream());
-  values.stream().sync();
+  std::lock_guard const lock(mutex_);
+  return state_ ? state_->features : 0;
+}
+
+template <class T>
+device_buffer<T> const& minmax_scaler<T>::fitted_buffer(fitted_array which) const
+{
+  switch (which) {
+    case fitted_array::min: return state_->min;
+    case fitted_array::max: return state_->max;
+    case fitted_array::scale: break;
+  }
+  return state_->scale;
+}
+
+template <class T>
+T const* minmax_scaler<T>::device_array(fitted_array which) const
+{
+  std::lock_guard const lock(mutex_);
+  return state_ ? fitted_buffer(which).data() : nullptr;
+}
+
+template <class T>
+T const* minmax_scaler<T>::data_min() const
+{
+  return device_array(fitted_array::min);
+}
+template <class T>
+T const* minmax_scaler<T>::data_max() const
+{
+  return device_array(fitted_array::max);
+}
+template <class T>
+T const* minmax_scaler<T>::scale() const
+{
+  return device_array(fitted_array::scale);
+}
+
+template <class T>
+std::vector<T> minmax_scaler<T>::host_copy(fitted_array which) const
+{
+  std::lock_guard const lock(mutex_);
+  if (!state_) { return {}; }
+  device_guard guard(state_->device());
+  stream_ref const copies = state_->release;
+  copies.wait(state_->fitted);
+  std::vector<T> host(state_->features);
+  fitted_buffer(which).copy_to_host_async(cuda::std::span<T>(host.data(), host.size()), copies);
+  copies.sync();
   return host;
+}
+
+template <class T>
+std::vector<T> minmax_scaler<T>::data_min_host() const
+{
+  return host_copy(fitted_array::min);
+}
+template <class T>
+std::vector<T> minmax_scaler<T>::data_max_host() const
+{
+  return host_copy(fitted_array::max);
+}
+template <class T>
+std::vector<T> minmax_scaler<T>::scale_host() const
+{
+  return host_copy(fitted_array::scale);
 }
 
 }  // namespace streamkit
