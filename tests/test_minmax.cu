@@ -386,6 +386,7 @@ TYPED_TEST(MinMax, ScalerIsSafeToShareBetweenThreads)
   }
 
   // Fits of two data sets and transforms interleaved from every thread: each transform sees one whole fit.
+  scaler.fit(x.ref(const_cast<T*>(d_x.data())));
   auto const fit_x = fit_reference(x, 0, 1);
   auto const fit_other = fit_reference(other, 0, 1);
   std::atomic<int> torn{0}, transforms{0};

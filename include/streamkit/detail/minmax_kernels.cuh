@@ -251,33 +251,64 @@ __global__ void minmax_finalize(std::size_t cols, ordered_t<T> const* min_bits, 
   }
 }
 
+inline constexpr int apply_block = 256;
+inline constexpr int apply_unroll = 4;  // independent loads in flight per thread
+
+/// A position in storage order, (outer, inner) = (row, column) for row-major and (column, row) for
+/// column-major, advanced by a fixed number of elements without dividing.
+struct storage_cursor {
+  std::size_t outer;
+  std::size_t inner;
+  __device__ void advance(std::size_t step_outer, std::size_t step_inner, std::size_t inner_count)
+  {
+    inner += step_inner;
+    outer += step_outer;
+    if (inner >= inner_count) {
+      inner -= inner_count;
+      ++outer;
+    }
+  }
+};
+
 /// out(i, j) = scaled (or, with Inverse, unscaled) in(i, j), from per-column min and scale. Walks
-/// the elements in storage order with a grid stride, keeping (outer, inner) indices incrementally
-/// so that no division happens per element.
+/// the elements in storage order: each block takes tiles of apply_unroll × apply_block elements with
+/// a grid stride, each thread loading its apply_unroll elements of a tile before storing any (so that
+/// several loads are in flight), with indices advanced incrementally (no division per element).
 template <class T, bool Inverse>
-__global__ void minmax_apply(matrix_ref<T const> in, matrix_ref<T> out, T const* min, T const* scale, scaling<T> s)
+__global__ void __launch_bounds__(apply_block)
+  minmax_apply(matrix_ref<T const> in, matrix_ref<T> out, T const* min, T const* scale, scaling<T> s)
 {
   bool const row_major = in.order == layout::row_major;
-  std::size_t const inner = row_major ? in.cols : in.rows;
+  std::size_t const inner_count = row_major ? in.cols : in.rows;
   std::size_t const total = in.rows * in.cols;
-  std::size_t const stride = std::size_t{gridDim.x} * blockDim.x;
-  std::size_t e = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  constexpr std::size_t tile = std::size_t{apply_block} * apply_unroll;
+  std::size_t const grid_step = std::size_t{gridDim.x} * tile;
+  std::size_t e = blockIdx.x * tile + threadIdx.x;
   if (e >= total) { return; }
-  std::size_t outer_index = e / inner;
-  std::size_t inner_index = e - outer_index * inner;
-  std::size_t const step_outer = stride / inner;
-  std::size_t const step_inner = stride - step_outer * inner;
-  for (; e < total; e += stride) {
-    std::size_t const i = row_major ? outer_index : inner_index;
-    std::size_t const j = row_major ? inner_index : outer_index;
-    T const x = in(i, j);
-    out(i, j) = Inverse ? unscale_value(x, min[j], scale[j], s) : scale_value(x, min[j], scale[j], s);
-    inner_index += step_inner;
-    outer_index += step_outer;
-    if (inner_index >= inner) {
-      inner_index -= inner;
-      ++outer_index;
+  storage_cursor at{e / inner_count, e % inner_count};
+  std::size_t const lane_outer = apply_block / inner_count, lane_inner = apply_block % inner_count;
+  std::size_t const grid_outer = (grid_step - tile + apply_block) / inner_count;
+  std::size_t const grid_inner = (grid_step - tile + apply_block) % inner_count;
+  for (; e < total; e += grid_step) {
+    T x[apply_unroll];
+    storage_cursor where[apply_unroll];
+#pragma unroll
+    for (int k = 0; k < apply_unroll; ++k) {
+      where[k] = at;
+      if (static_cast<std::size_t>(k) * apply_block < total - e) {
+        x[k] = row_major ? in(at.outer, at.inner) : in(at.inner, at.outer);
+      }
+      if (k + 1 < apply_unroll) { at.advance(lane_outer, lane_inner, inner_count); }
     }
+#pragma unroll
+    for (int k = 0; k < apply_unroll; ++k) {
+      if (static_cast<std::size_t>(k) * apply_block < total - e) {
+        std::size_t const i = row_major ? where[k].outer : where[k].inner;
+        std::size_t const j = row_major ? where[k].inner : where[k].outer;
+        out(i, j) = Inverse ? unscale_value(x[k], min[j], scale[j], s) : scale_value(x[k], min[j], scale[j], s);
+      }
+    }
+    at.advance(grid_outer, grid_inner, inner_count);
   }
 }
 
