@@ -4,6 +4,8 @@
 // warm-up and at the end: they must be flat.
 //
 //   streamkit_soak [iterations]     (default 10000; exits 77, "skipped", without a GPU)
+#include "device_memory.hpp"
+
 #include <streamkit/dispatcher.hpp>
 #include <streamkit/minmax.cuh>
 #include <streamkit/minmax_dispatch.cuh>
@@ -33,14 +35,7 @@ struct memory_use {
 
 memory_use measure(streamkit::dispatcher const& workers)
 {
-  // What the stream-ordered pool keeps unused goes back first, so only live memory is seen.
-  STREAMKIT_CUDA_TRY(cudaDeviceSynchronize());
-  cudaMemPool_t pool = nullptr;
-  STREAMKIT_CUDA_TRY(cudaDeviceGetDefaultMemPool(&pool, 0));
-  STREAMKIT_CUDA_TRY(cudaMemPoolTrimTo(pool, 0));
-  std::size_t free = 0, total = 0;
-  STREAMKIT_CUDA_TRY(cudaMemGetInfo(&free, &total));
-  return {free, streamkit::pinned_bytes_in_use(), workers.workspace_allocations()};
+  return {streamkit_test::settled_free_memory(), streamkit::pinned_bytes_in_use(), workers.workspace_allocations()};
 }
 
 /// Index of the nearest reference by the double-precision haversine distance.

@@ -1,4 +1,5 @@
 // The multi-GPU dispatcher: planning (host), results, failures and memory (GPU).
+#include "device_memory.hpp"
 #include "gpu_test.hpp"
 #include "test_support.hpp"
 
@@ -18,18 +19,7 @@
 
 namespace {
 
-/// Free memory of device 0 once all work has completed and the stream-ordered pool has returned
-/// what it holds unused (it otherwise does so at a time of its choosing).
-std::size_t settled_free_memory()
-{
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  cudaMemPool_t pool = nullptr;
-  EXPECT_EQ(cudaDeviceGetDefaultMemPool(&pool, 0), cudaSuccess);
-  EXPECT_EQ(cudaMemPoolTrimTo(pool, 0), cudaSuccess);
-  std::size_t free = 0, total = 0;
-  EXPECT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
-  return free;
-}
+using streamkit_test::settled_free_memory;
 
 __global__ void square_plus_one(double const* in, double* out, std::size_t count)
 {

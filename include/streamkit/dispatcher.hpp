@@ -28,9 +28,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstddef>
-#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <future>
@@ -92,15 +90,19 @@ class stream_workspace {
 };
 
 namespace detail {
-/// Per device lane: the copies in of its chunks run one after another, in the order the chunks
-/// were enqueued, and so do the copies out. Left to themselves, copies of several streams share
-/// the bus and all finish late, which delays every chunk's compute and its copy back.
+/// One direction of a device lane's copies: the copies of its chunks run one after another, in the
+/// order the chunks were enqueued. Left to themselves, copies of several streams share the bus and
+/// all finish late, which delays every chunk's compute and its copy back.
+struct copy_queue {
+  explicit copy_queue(int device) : last(device) {}
+  std::mutex mutex;
+  event last;  ///< recorded after the latest copies enqueued
+};
+/// Both directions of a device lane.
 struct copy_order {
-  explicit copy_order(int device) : copied_in(device), copied_out(device) {}
-  std::mutex in_mutex;
-  std::mutex out_mutex;
-  event copied_in;
-  event copied_out;
+  explicit copy_order(int device) : in(device), out(device) {}
+  copy_queue in;
+  copy_queue out;
 };
 }  // namespace detail
 
@@ -128,23 +130,23 @@ class chunk_context {
   template <class Enqueue>
   void copy_in(Enqueue&& enqueue)
   {
-    in_order(order_.in_mutex, order_.copied_in, std::forward<Enqueue>(enqueue));
+    in_order(order_.in, std::forward<Enqueue>(enqueue));
   }
   /// As copy_in(), for device-to-host copies.
   template <class Enqueue>
   void copy_out(Enqueue&& enqueue)
   {
-    in_order(order_.out_mutex, order_.copied_out, std::forward<Enqueue>(enqueue));
+    in_order(order_.out, std::forward<Enqueue>(enqueue));
   }
 
  private:
   template <class Enqueue>
-  void in_order(std::mutex& mutex, event& previous, Enqueue&& enqueue)
+  void in_order(detail::copy_queue& queue, Enqueue&& enqueue)
   {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (previous.recorded()) { stream.wait(previous); }
+    std::lock_guard<std::mutex> lock(queue.mutex);
+    if (queue.last.recorded()) { stream.wait(queue.last); }
     enqueue();
-    previous.record(stream);
+    queue.last.record(stream);
   }
 
   detail::copy_order& order_;

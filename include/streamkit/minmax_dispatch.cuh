@@ -126,13 +126,10 @@ void dispatch_minmax_normalize(dispatcher& workers, std::vector<matrix_ref<T con
 
     // Device → host: straight into pinned memory, else through the staging buffer.
     T* const staging_out = out_pinned ? nullptr : chunk.workspace.pinned<T>(count, 1);
+    T* const destination = out_pinned ? out.data : staging_out;
+    std::size_t const destination_ld = out_pinned ? out.ld : out_length;
     chunk.copy_out([&] {
-      if (out_pinned) {
-        detail::copy_lines_async(out.data, out.ld, device_out, out_length, out_lines, out_length, cudaMemcpyDeviceToHost, work);
-      } else {
-        detail::copy_lines_async(staging_out, out_length, device_out, out_length, out_lines, out_length, cudaMemcpyDeviceToHost,
-                                 work);
-      }
+      detail::copy_lines_async(destination, destination_ld, device_out, out_length, out_lines, out_length, cudaMemcpyDeviceToHost, work);
     });
     // Registrations end and staged results are copied out once the array is done.
     work.sync();

@@ -57,8 +57,8 @@ void dispatch_nearest_neighbor(dispatcher& workers, host_points<T> observations,
       std::lock_guard<std::mutex> lock(lane.mutex);
       if (!lane.index) {
         device_buffer<T> ref_lat(m, s), ref_lon(m, s);
-        STREAMKIT_CUDA_TRY(cudaMemcpyAsync(ref_lat.data(), references.latitude, m * sizeof(T), cudaMemcpyHostToDevice, s.value()));
-        STREAMKIT_CUDA_TRY(cudaMemcpyAsync(ref_lon.data(), references.longitude, m * sizeof(T), cudaMemcpyHostToDevice, s.value()));
+        ref_lat.copy_from_host_async(cuda::std::span<T const>(references.latitude, m), s);
+        ref_lon.copy_from_host_async(cuda::std::span<T const>(references.longitude, m), s);
         auto prepared = std::make_unique<haversine_index<T>>(points_ref<T>::separate(ref_lat.data(), ref_lon.data(), m, references.unit), options, s);
         s.sync();
         lane.index = std::move(prepared);
