@@ -9,7 +9,12 @@
 # Tests that measure overlap or copy speed are left out under the sanitizers, which serialise
 # kernels and slow copies; they run in the plain pass. racecheck, synccheck and initcheck also leave
 # out the host-to-host, stress and many-thread tests (thousands of launches of the kernels that the
-# other tests cover), which take too long under them; memcheck runs them. Tests that make a CUDA call fail on purpose (a bad device id) are
+# other tests cover), which take too long under them; memcheck runs them. racecheck also leaves out
+# *ScalerOrders*: on the H100 (compute-sanitizer 2025.3.1, driver 580.159.04) it hangs there after 2 to 5
+# passes, the host stuck inside the sanitizer's own callback in cuStreamSynchronize, with or without the
+# spin kernel, while the same test passes 400+ times in a row without a sanitizer and 20 times each under
+# memcheck, synccheck and initcheck; its kernels (the scaler's reduce, finalize and apply) are racechecked by
+# the other scaler tests. Tests that make a CUDA call fail on purpose (a bad device id) are
 # expected, so API errors are not reported: a real one throws and fails its test.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,6 +45,8 @@ for tool in memcheck racecheck synccheck initcheck; do
   if [ "$tool" = memcheck ]; then
     extra=(--leak-check full)
     tool_filter=$filter
+  elif [ "$tool" = racecheck ]; then
+    tool_filter=$slow_filter:*ScalerOrders*
   fi
   "$sanitizer" --tool "$tool" "${extra[@]}" --report-api-errors no --error-exitcode 99 "$binary" \
     --gtest_filter="$tool_filter" >"$logs/$tool.log" 2>&1

@@ -2,27 +2,25 @@
 // A kernel that keeps one SM busy for a while: makes a stream late on purpose, so that tests can see
 // whether other work is ordered after it.
 
-#include <gtest/gtest.h>
-
-#include <cuda_runtime_api.h>
-
 namespace streamkit_test {
 namespace {  // one copy per test file: a kernel defined in a header cannot be inline
 
-/// Keeps one SM busy for about `cycles` clock cycles, then adds 1 to *counter.
-__global__ void spin_then_increment(long long cycles, unsigned* counter)
-{
-  long long const start = clock64();
-  while (clock64() - start < cycles) {}
-  if (threadIdx.x == 0 && counter != nullptr) { atomicAdd(counter, 1U); }
-}
+/// 20 ms in the unit of spin_then_increment.
+constexpr long long twenty_ms = 20'000'000;
 
-/// The cycle count that makes a spin kernel take about 20 ms on device 0.
-long long cycles_for_20ms()
+/// Keeps one SM busy for about `nanoseconds`, then adds 1 to *counter. Timed with the global
+/// nanosecond timer rather than clock64(), whose rate follows the SM clock, so the duration does not
+/// depend on the clock the GPU happens to run at.
+__global__ void spin_then_increment(long long nanoseconds, unsigned* counter)
 {
-  int khz = 0;
-  EXPECT_EQ(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0), cudaSuccess);
-  return static_cast<long long>(khz) * 20;
+  auto const now = [] {
+    long long t = 0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+  };
+  long long const start = now();
+  while (now() - start < nanoseconds) {}
+  if (threadIdx.x == 0 && counter != nullptr) { atomicAdd(counter, 1U); }
 }
 
 }  // namespace

@@ -320,7 +320,7 @@ TYPED_TEST(MinMax, ScalerOrdersFitsAndTransformsOnDifferentStreams)
   first.sync();
   streamkit::minmax_scaler<T> scaler;
   scaler.fit_async(narrow.ref(const_cast<T*>(d_narrow.data())), first);
-  long long const delay = streamkit_test::cycles_for_20ms() / 4;
+  long long const delay = streamkit_test::twenty_ms / 4;
 
   // Read after write: a transform on `second` uses the refit enqueued before it on `first`, kept late by a spin.
   streamkit_test::spin_then_increment<<<1, 32, 0, first.value()>>>(delay, nullptr);

@@ -16,7 +16,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-using streamkit_test::cycles_for_20ms;
+using streamkit_test::twenty_ms;
 using streamkit_test::spin_then_increment;
 
 static_assert(std::is_trivially_copyable_v<streamkit::stream_ref>);
@@ -106,24 +106,24 @@ TEST(Stream, TwoStreamsOnDeviceZeroOverlap)
   STREAMKIT_REQUIRE_GPU();
   streamkit::stream const first(0);
   streamkit::stream const second(0);
-  long long const cycles = cycles_for_20ms();
-  spin_then_increment<<<1, 32, 0, first.value()>>>(cycles / 4, nullptr);  // warm-up
+  long long const duration = twenty_ms;
+  spin_then_increment<<<1, 32, 0, first.value()>>>(duration / 4, nullptr);  // warm-up
   STREAMKIT_CHECK_LAUNCH();
   first.sync();
 
   streamkit::gpu_duration serial{};
   {
     streamkit::scoped_timer timer(first, serial);
-    spin_then_increment<<<1, 32, 0, first.value()>>>(cycles, nullptr);
-    spin_then_increment<<<1, 32, 0, first.value()>>>(cycles, nullptr);
+    spin_then_increment<<<1, 32, 0, first.value()>>>(duration, nullptr);
+    spin_then_increment<<<1, 32, 0, first.value()>>>(duration, nullptr);
     STREAMKIT_CHECK_LAUNCH();
   }
   streamkit::gpu_duration overlapped{};
   {
     streamkit::scoped_timer timer(first, overlapped);
     second.wait(first.ref());
-    spin_then_increment<<<1, 32, 0, first.value()>>>(cycles, nullptr);
-    spin_then_increment<<<1, 32, 0, second.value()>>>(cycles, nullptr);
+    spin_then_increment<<<1, 32, 0, first.value()>>>(duration, nullptr);
+    spin_then_increment<<<1, 32, 0, second.value()>>>(duration, nullptr);
     STREAMKIT_CHECK_LAUNCH();
     first.wait(second.ref());
   }
@@ -142,7 +142,7 @@ TEST(Stream, WaitOnEventOrdersWorkAcrossStreams)
   ASSERT_EQ(cudaMallocManaged(&counter, sizeof(unsigned)), cudaSuccess);
   *counter = 0;
   streamkit::event done(producer.ref());
-  spin_then_increment<<<1, 32, 0, producer.value()>>>(cycles_for_20ms(), counter);
+  spin_then_increment<<<1, 32, 0, producer.value()>>>(twenty_ms, counter);
   STREAMKIT_CHECK_LAUNCH();
   done.record(producer);
   consumer.wait(done);
@@ -167,7 +167,7 @@ TEST(Stream, HostCallbackRunsAfterEarlierWork)
   *counter = 0;
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::atomic<unsigned> seen{100};
-  spin_then_increment<<<1, 32, 0, s.value()>>>(cycles_for_20ms() / 4, counter);
+  spin_then_increment<<<1, 32, 0, s.value()>>>(twenty_ms / 4, counter);
   STREAMKIT_CHECK_LAUNCH();
   s.host_callback([&seen, counter] { seen = *counter; });
   s.sync();
@@ -203,7 +203,7 @@ TEST(Event, ElapsedIsCheckedAndPlausible)
                               "start event was never recorded");
   EXPECT_FALSE(streamkit::try_elapsed(start, stop).has_value());
   start.record(s);
-  spin_then_increment<<<1, 32, 0, s.value()>>>(cycles_for_20ms(), nullptr);
+  spin_then_increment<<<1, 32, 0, s.value()>>>(twenty_ms, nullptr);
   STREAMKIT_CHECK_LAUNCH();
   stop.record(s);
   if (!stop.ready()) {
@@ -231,7 +231,7 @@ TEST(ScopedTimer, StopReturnsTheSameValueEachTime)
   STREAMKIT_REQUIRE_GPU();
   streamkit::stream const s(0);
   streamkit::scoped_timer timer(s);
-  spin_then_increment<<<1, 32, 0, s.value()>>>(cycles_for_20ms() / 2, nullptr);
+  spin_then_increment<<<1, 32, 0, s.value()>>>(twenty_ms / 2, nullptr);
   STREAMKIT_CHECK_LAUNCH();
   auto const first = timer.stop();
   EXPECT_GT(first.count(), 5.0F);

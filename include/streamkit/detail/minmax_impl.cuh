@@ -183,6 +183,8 @@ class scaler_state {
         scale(features, stream),
         fitted(stream.device())
   {
+    // Freed on `release`, so that stream must follow the allocations even if no fit is ever recorded.
+    release.ref().wait(stream);
     min_bits.set_stream(release);
     max_bits.set_stream(release);
     for (auto* buffer : {&min, &max, &scale}) { buffer->set_stream(release); }
