@@ -14,8 +14,12 @@
 ///
 /// Precision (default `nn_precision::fast`, float32 vectors): the returned point's true distance is
 /// within about 2e-7 rad (~1.3 m on Earth) of the true minimum; the reported distance is the float64
-/// haversine of the returned pair. `nn_precision::exact` uses float64 vectors and returns the float64
-/// answer (indices differ from a float64 haversine brute force only at ties closer than rounding).
+/// haversine of the returned pair. `nn_precision::exact` returns the float64 answer (indices differ
+/// from a float64 haversine brute force only at ties closer than rounding): its loop still runs in
+/// float32 and rescans in float64, in index order, every group of references whose float32 minimum
+/// comes within the float32 error bound (squared chord 4e-6, about 13 km) of the best float64 value so
+/// far. On uniform data that is a small fraction of the pairs; where many references lie within ~13 km
+/// of an observation (dense clusters) most groups are rescanned and exact mode is correspondingly slower.
 ///
 /// Ties resolve to the smallest reference index; results do not depend on the launch configuration.
 ///
@@ -158,8 +162,6 @@ class haversine_index {
   [[nodiscard]] nearest_options const& options() const noexcept { return options_; }
 
  private:
-  template <class V>
-  void prepare(points_ref<T> references, stream_ref stream);
   template <class V, class Index>
   void search(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
   /// Throws if `source` has invalid points and the policy is reject (synchronises `stream`).

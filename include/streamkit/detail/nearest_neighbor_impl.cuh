@@ -10,6 +10,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace streamkit {
 namespace detail {
@@ -38,6 +39,38 @@ void expect_index_capacity(std::size_t m)
 }
 
 inline std::size_t align_up(std::size_t bytes) noexcept { return (bytes + 255) / 256 * 256; }
+
+/// Where a prepared reference set keeps its arrays in one allocation: float unit vectors, double ones
+/// (exact mode only), double coordinates.
+struct reference_layout {
+  reference_layout(std::size_t m, bool exact) noexcept
+      : precise_offset(align_up(m * sizeof(vec4<float>))),
+        coordinates_offset(precise_offset + (exact ? align_up(m * sizeof(vec4<double>)) : 0)),
+        bytes(coordinates_offset + m * sizeof(lat_lon)),
+        exact(exact)
+  {
+  }
+  template <class Byte>
+  auto vectors(Byte* base) const noexcept
+  {
+    return reinterpret_cast<std::conditional_t<std::is_const_v<Byte>, vec4<float> const, vec4<float>>*>(base);
+  }
+  template <class Byte>
+  auto precise(Byte* base) const noexcept
+  {
+    using vector = std::conditional_t<std::is_const_v<Byte>, vec4<double> const, vec4<double>>;
+    return exact ? reinterpret_cast<vector*>(base + precise_offset) : nullptr;
+  }
+  template <class Byte>
+  auto coordinates(Byte* base) const noexcept
+  {
+    return reinterpret_cast<std::conditional_t<std::is_const_v<Byte>, lat_lon const, lat_lon>*>(base + coordinates_offset);
+  }
+  std::size_t precise_offset;
+  std::size_t coordinates_offset;
+  std::size_t bytes;
+  bool exact;
+};
 
 inline double distance_scale(nearest_options const& options)
 {
@@ -70,24 +103,13 @@ void haversine_index<T>::update(points_ref<T> references, stream_ref stream)
 {
   detail::expect_points(references, "references");
   STREAMKIT_EXPECTS(references.count > 0, std::invalid_argument, "references: the reference set is empty (M = 0)");
-  if (options_.precision == nn_precision::exact) {
-    prepare<double>(references, stream);
-  } else {
-    prepare<float>(references, stream);
-  }
-}
-
-template <class T>
-template <class V>
-void haversine_index<T>::prepare(points_ref<T> references, stream_ref stream)
-{
   using namespace detail;
   int const stream_device = stream.device();
   device_guard guard(stream_device);
   std::size_t const m = references.count;
-  std::size_t const bytes = align_up(m * sizeof(vec4<V>)) + m * sizeof(lat_lon);
-  if (references_.size() < bytes || stream_device != device_) {
-    references_ = device_buffer<std::byte>(bytes, stream);
+  reference_layout const layout(m, options_.precision == nn_precision::exact);
+  if (references_.size() < layout.bytes || stream_device != device_) {
+    references_ = device_buffer<std::byte>(layout.bytes, stream);
     scratch_ = nearest_scratch();
   }
   if (scratch_.invalid_count_.empty()) { scratch_.invalid_count_ = device_buffer<unsigned long long>(1, stream); }
@@ -95,12 +117,11 @@ void haversine_index<T>::prepare(points_ref<T> references, stream_ref stream)
   references_.set_stream(stream);
   scratch_.invalid_count_.set_stream(stream);
   count_ = m;
-  auto* vectors = reinterpret_cast<vec4<V>*>(references_.data());
-  auto* coordinates = reinterpret_cast<lat_lon*>(references_.data() + align_up(m * sizeof(vec4<V>)));
   unsigned long long* const invalid_count = scratch_.invalid_count_.data();
   STREAMKIT_CUDA_TRY(cudaMemsetAsync(invalid_count, 0, sizeof(unsigned long long), stream.value()));
-  prepare_references<V, T><<<grid_for(m, 256), 256, 0, stream.value()>>>(source_of(references), m, vectors, coordinates,
-                                                                         invalid_count);
+  std::byte* const base = references_.data();
+  prepare_references<T><<<grid_for(m, 256), 256, 0, stream.value()>>>(
+    source_of(references), m, layout.vectors(base), layout.precise(base), layout.coordinates(base), invalid_count);
   STREAMKIT_CHECK_LAUNCH();
   reject_invalid(invalid_count, "references", stream);
 }
@@ -185,15 +206,15 @@ void haversine_index<T>::search(points_ref<T> observations, nearest_result_ref<I
   scratch.partials_.set_stream(stream);
   auto* partial_value = reinterpret_cast<V*>(scratch.partials_.data());
   auto* partial_index = reinterpret_cast<Index*>(scratch.partials_.data() + values_bytes);
-  auto const* vectors = reinterpret_cast<vec4<V> const*>(references_.data());
-  auto const* coordinates = reinterpret_cast<lat_lon const*>(references_.data() + align_up(count_ * sizeof(vec4<V>)));
+  reference_layout const layout(count_, std::is_same_v<V, double>);
+  std::byte const* const base = references_.data();
 
   dim3 const grid(static_cast<unsigned>(plan.obs_blocks), static_cast<unsigned>(plan.slices));
-  nearest_pass1<V, Index, T><<<grid, shape::threads, 0, stream.value()>>>(source, n, vectors, count_, plan.slice_length,
-                                                                          partial_value, partial_index);
+  nearest_pass1<V, Index, T><<<grid, shape::threads, 0, stream.value()>>>(
+    source, n, layout.vectors(base), layout.precise(base), count_, plan.slice_length, partial_value, partial_index);
   STREAMKIT_CHECK_LAUNCH();
   nearest_pass2<V, Index, T><<<grid_for(n, 256), 256, 0, stream.value()>>>(
-    source, n, coordinates, plan.slices, partial_value, partial_index, result.index, result.distance,
+    source, n, layout.coordinates(base), plan.slices, partial_value, partial_index, result.index, result.distance,
     distance_scale(options_));
   STREAMKIT_CHECK_LAUNCH();
 }

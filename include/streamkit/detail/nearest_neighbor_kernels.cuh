@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 namespace streamkit::detail {
 
@@ -36,23 +37,32 @@ struct alignas(16) lat_lon {
   double lat, lon;
 };
 
-/// Compile-time shape of the pass-1 kernel for one vector type.
+/// Compile-time shape of the pass-1 kernel; V is the type of its partial minima: float for
+/// nn_precision::fast, double for nn_precision::exact (whose float loop is refined in double).
 template <class V>
-struct pass1_shape;
-template <>
-struct pass1_shape<float> {
+struct pass1_shape {
   static constexpr int threads = 128;
   static constexpr int obs_per_thread = 8;  // independent accumulators per thread; amortises each shared load
   static constexpr int group = 32;          // references between index updates
-  static constexpr int tile = 512;          // references per shared-memory tile (8 KiB)
+  static constexpr int tile = 512;          // references per shared-memory tile (8 KiB of float vectors)
 };
+
+/// Exact mode keeps double vectors and minima beside the float ones (164 registers at 8 observations
+/// per thread): 4 per thread measured 101 ms against 182 ms for 2^24 x 2^14 on an H100.
 template <>
 struct pass1_shape<double> {
   static constexpr int threads = 128;
   static constexpr int obs_per_thread = 4;
-  static constexpr int group = 16;
-  static constexpr int tile = 256;
+  static constexpr int group = 32;
+  static constexpr int tile = 512;
 };
+
+/// Bound on |float chord² − double chord²| for unit vectors rounded from the same double vectors.
+/// With u = 2^-24: each float component is off by at most u, each float difference by at most
+/// 2u + u|d| ≤ 4u, so the sum of squares by at most 2·4u·Σ|d_k| ≤ 8u·2√3 ≈ 28u, and the three float
+/// roundings of the sum add at most 3u·4 = 12u: 40u ≈ 2.4e-6 in all (the double value's own error is
+/// ~1e-15). 4e-6 leaves a margin.
+inline constexpr double float_chord2_error = 4e-6;
 
 /// How pass 1 is laid out: observation blocks × reference slices.
 struct nearest_plan {
@@ -137,7 +147,6 @@ __device__ __forceinline__ double chord2(double px, double py, double pz, vec4<d
   return __fma_rn(dx, dx, __fma_rn(dy, dy, __dmul_rn(dz, dz)));
 }
 __device__ __forceinline__ float min_ignoring_nan(float a, float b) { return fminf(a, b); }
-__device__ __forceinline__ double min_ignoring_nan(double a, double b) { return fmin(a, b); }
 
 /// Counts the invalid points among `count`.
 template <class T>
@@ -151,17 +160,19 @@ __global__ void count_invalid_points(point_source<T> source, std::size_t count, 
   if (local > 0) { atomicAdd(invalid, local); }
 }
 
-/// Prepares references: unit vectors in V and double coordinates; counts invalid ones.
-template <class V, class T>
-__global__ void prepare_references(point_source<T> source, std::size_t count, vec4<V>* vectors, lat_lon* coordinates,
-                                   unsigned long long* invalid)
+/// Prepares references: float unit vectors, double ones when `precise` is not null (exact mode),
+/// and double coordinates; counts invalid ones.
+template <class T>
+__global__ void prepare_references(point_source<T> source, std::size_t count, vec4<float>* vectors,
+                                   vec4<double>* precise, lat_lon* coordinates, unsigned long long* invalid)
 {
   unsigned long long local = 0;
   for (std::size_t j = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; j < count; j += std::size_t{gridDim.x} * blockDim.x) {
     double lat, lon;
     bool const valid = load_point(source, j, lat, lon);
     local += valid ? 0 : 1;
-    vectors[j] = unit_vector<V>(lat, lon, valid);
+    vectors[j] = unit_vector<float>(lat, lon, valid);
+    if (precise != nullptr) { precise[j] = unit_vector<double>(lat, lon, valid); }
     coordinates[j] = {lat, lon};
   }
   if (local > 0) { atomicAdd(invalid, local); }
@@ -170,64 +181,94 @@ __global__ void prepare_references(point_source<T> source, std::size_t count, ve
 /// Pass 1: the nearest reference of each observation within one slice of the references.
 /// Block (x, y) takes observations [x * THREADS * R, ...) and slice y. Each thread keeps R
 /// observations in registers; references stream through shared memory tile by tile, and every
-/// reference is a broadcast load shared by the R observations. Per group of G references only the
-/// minimum is tracked (one min instruction per pair); the group that holds the winner is remembered
-/// and its exact index resolved once at the end, by recomputing the same bit-exact values.
+/// reference is a broadcast load shared by the R observations. The loop computes float squared chords
+/// and keeps one minimum per group of G references (one min instruction per pair).
+/// - fast (V = float): the group that holds the winner is remembered and its exact index resolved once
+///   at the end, by recomputing the same bit-exact values.
+/// - exact (V = double): a group is rescanned in double, in index order, only when its float minimum
+///   is within float_chord2_error of the best double chord so far; a group that is not rescanned has
+///   every double chord above that best, so the answer is that of a double loop over every pair.
 template <class V, class Index, class T>
 __global__ void __launch_bounds__(pass1_shape<V>::threads)
-  nearest_pass1(point_source<T> observations, std::size_t n, vec4<V> const* references, std::size_t m,
-                std::size_t slice_length, V* partial_value, Index* partial_index)
+  nearest_pass1(point_source<T> observations, std::size_t n, vec4<float> const* references,
+                vec4<double> const* precise_references, std::size_t m, std::size_t slice_length, V* partial_value,
+                Index* partial_index)
 {
+  constexpr bool exact = std::is_same_v<V, double>;
   constexpr int threads = pass1_shape<V>::threads;
   constexpr int per_thread = pass1_shape<V>::obs_per_thread;
   constexpr int group = pass1_shape<V>::group;
   constexpr int tile = pass1_shape<V>::tile;
-  __shared__ vec4<V> tile_points[tile];
+  __shared__ vec4<float> tile_points[tile];
+  __shared__ vec4<double> precise_tile[exact ? tile : 1];
 
-  V const infinity = cuda::std::numeric_limits<V>::infinity();
-  V const nan = cuda::std::numeric_limits<V>::quiet_NaN();
+  float const infinity = cuda::std::numeric_limits<float>::infinity();
   std::size_t const first_obs = blockIdx.x * static_cast<std::size_t>(threads) * per_thread + threadIdx.x;
   std::size_t const slice = blockIdx.y;
   std::size_t const begin = slice * slice_length;
   std::size_t const end = min_of(m, begin + slice_length);
 
-  V px[per_thread], py[per_thread], pz[per_thread], best[per_thread];
-  std::int64_t best_group[per_thread];
+  float px[per_thread], py[per_thread], pz[per_thread], best[per_thread];
+  std::int64_t best_at[per_thread];  // fast: first index of the winning group; exact: the winner
+  [[maybe_unused]] vec4<double> precise_obs[exact ? per_thread : 1];
+  [[maybe_unused]] double best_precise[exact ? per_thread : 1];
 #pragma unroll
   for (int r = 0; r < per_thread; ++r) {
     std::size_t const i = first_obs + static_cast<std::size_t>(r) * threads;
     double lat = 0.0, lon = 0.0;
     bool const valid = i < n && load_point(observations, i, lat, lon);
-    vec4<V> const p = unit_vector<V>(lat, lon, valid);
+    vec4<float> const p = unit_vector<float>(lat, lon, valid);
     px[r] = p.x;
     py[r] = p.y;
     pz[r] = p.z;
-    best[r] = infinity;
-    best_group[r] = -1;
+    best_at[r] = -1;
+    if constexpr (exact) {
+      precise_obs[r] = unit_vector<double>(lat, lon, valid);
+      best_precise[r] = cuda::std::numeric_limits<double>::infinity();
+      best[r] = valid ? infinity : -infinity;  // the rescan threshold: an invalid observation never rescans
+    } else {
+      best[r] = infinity;
+    }
   }
 
   for (std::size_t tile_begin = begin; tile_begin < end; tile_begin += tile) {
     __syncthreads();
     for (int k = threadIdx.x; k < tile; k += threads) {
       std::size_t const j = tile_begin + k;
-      tile_points[k] = j < end ? references[j] : vec4<V>{nan, nan, nan, nan};
+      float const nan = cuda::std::numeric_limits<float>::quiet_NaN();
+      tile_points[k] = j < end ? references[j] : vec4<float>{nan, nan, nan, nan};
+      if constexpr (exact) {
+        double const precise_nan = cuda::std::numeric_limits<double>::quiet_NaN();
+        precise_tile[k] = j < end ? precise_references[j] : vec4<double>{precise_nan, precise_nan, precise_nan, precise_nan};
+      }
     }
     __syncthreads();
     for (int g = 0; g < tile; g += group) {
-      V group_min[per_thread];
+      float group_min[per_thread];
 #pragma unroll
       for (int r = 0; r < per_thread; ++r) { group_min[r] = infinity; }
 #pragma unroll 8
       for (int k = 0; k < group; ++k) {
-        vec4<V> const q = tile_points[g + k];
+        vec4<float> const q = tile_points[g + k];
 #pragma unroll
         for (int r = 0; r < per_thread; ++r) { group_min[r] = min_ignoring_nan(group_min[r], chord2(px[r], py[r], pz[r], q)); }
       }
 #pragma unroll
       for (int r = 0; r < per_thread; ++r) {
-        if (group_min[r] < best[r]) {
+        if constexpr (exact) {
+          if (group_min[r] <= best[r]) {
+            for (int k = 0; k < group; ++k) {
+              double const c = chord2(precise_obs[r].x, precise_obs[r].y, precise_obs[r].z, precise_tile[g + k]);
+              if (c < best_precise[r]) {
+                best_precise[r] = c;
+                best_at[r] = static_cast<std::int64_t>(tile_begin + g + k);
+              }
+            }
+            best[r] = __double2float_ru(best_precise[r] + float_chord2_error);
+          }
+        } else if (group_min[r] < best[r]) {
           best[r] = group_min[r];
-          best_group[r] = static_cast<std::int64_t>(tile_begin + g);
+          best_at[r] = static_cast<std::int64_t>(tile_begin + g);
         }
       }
     }
@@ -238,16 +279,21 @@ __global__ void __launch_bounds__(pass1_shape<V>::threads)
     std::size_t const i = first_obs + static_cast<std::size_t>(r) * threads;
     if (i >= n) { continue; }
     Index index = -1;
-    if (best_group[r] >= 0) {
-      std::size_t const group_end = min_of(end, static_cast<std::size_t>(best_group[r]) + group);
-      for (std::size_t j = static_cast<std::size_t>(best_group[r]); j < group_end; ++j) {
-        if (chord2(px[r], py[r], pz[r], references[j]) == best[r]) {
-          index = static_cast<Index>(j);
-          break;
+    if constexpr (exact) {
+      index = static_cast<Index>(best_at[r]);
+      partial_value[slice * n + i] = best_precise[r];
+    } else {
+      if (best_at[r] >= 0) {
+        std::size_t const group_end = min_of(end, static_cast<std::size_t>(best_at[r]) + group);
+        for (std::size_t j = static_cast<std::size_t>(best_at[r]); j < group_end; ++j) {
+          if (chord2(px[r], py[r], pz[r], references[j]) == best[r]) {
+            index = static_cast<Index>(j);
+            break;
+          }
         }
       }
+      partial_value[slice * n + i] = best[r];
     }
-    partial_value[slice * n + i] = best[r];
     partial_index[slice * n + i] = index;
   }
 }
