@@ -16,6 +16,10 @@
 # memcheck, synccheck and initcheck; its kernels (the scaler's reduce, finalize and apply) are racechecked by
 # the other scaler tests. Tests that make a CUDA call fail on purpose (a bad device id) are
 # expected, so API errors are not reported: a real one throws and fails its test.
+# Each tool run is limited to STREAMKIT_SANITIZER_TIMEOUT seconds (default 300; the whole suite takes
+# under 60 s per tool on an H100): racecheck has also hung, now and then, in other multi-stream tests
+# (once in Dispatcher.ResultsAreIdenticalForAnyDevicesChunksAndStreams), so a run that goes over is
+# killed and reported as a failure naming the test it was in, instead of hanging the script.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-gpu-check}
@@ -38,6 +42,7 @@ summary+=("tests:      $(grep -E '^\[  PASSED  \]' "$logs/tests.log" | head -1) 
 filter='-*Overlap*:*Faster*'
 slow_filter='-*Overlap*:*Faster*:*HostToHost*:*Stress*:*ManyThreads*'
 sanitizer=${COMPUTE_SANITIZER:-compute-sanitizer}
+limit=${STREAMKIT_SANITIZER_TIMEOUT:-300}
 failed=$status
 for tool in memcheck racecheck synccheck initcheck; do
   extra=()
@@ -48,11 +53,17 @@ for tool in memcheck racecheck synccheck initcheck; do
   elif [ "$tool" = racecheck ]; then
     tool_filter=$slow_filter:*ScalerOrders*
   fi
-  "$sanitizer" --tool "$tool" "${extra[@]}" --report-api-errors no --error-exitcode 99 "$binary" \
+  timeout -s KILL "$limit" "$sanitizer" --tool "$tool" "${extra[@]}" --report-api-errors no --error-exitcode 99 "$binary" \
     --gtest_filter="$tool_filter" >"$logs/$tool.log" 2>&1
   code=$?
   [ $code -ne 0 ] && failed=1
-  summary+=("$(printf '%-11s' "$tool:") $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/$tool.log" | tail -1) (exit $code)")
+  if [ $code -eq 137 ]; then
+    pkill -KILL -f -- "$binary" 2>/dev/null  # the sanitizer's child, if it outlived it
+    result="killed after ${limit} s in: $(grep -E '^\[ RUN' "$logs/$tool.log" | tail -1 | cut -c14-)"
+  else
+    result=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/$tool.log" | tail -1)
+  fi
+  summary+=("$(printf '%-11s' "$tool:") $result (exit $code)")
 done
 
 printf '%s\n' "${summary[@]}"
