@@ -206,7 +206,7 @@ void haversine_index<T>::search(points_ref<T> observations, nearest_result_ref<I
   scratch.partials_.set_stream(stream);
   auto* partial_value = reinterpret_cast<V*>(scratch.partials_.data());
   auto* partial_index = reinterpret_cast<Index*>(scratch.partials_.data() + values_bytes);
-  reference_layout const layout(count_, std::is_same_v<V, double>);
+  reference_layout const layout(count_, options_.precision == nn_precision::exact);
   std::byte const* const base = references_.data();
 
   dim3 const grid(static_cast<unsigned>(plan.obs_blocks), static_cast<unsigned>(plan.slices));
