@@ -98,8 +98,9 @@ void column_major_200x500000_float(benchmark::State& state)
 }
 
 /// Host to host: 18 arrays from host memory (pinned, or std::vector) and back over the first
-/// `gpus` devices with `streams` streams each, wall time.
-void host_to_host(benchmark::State& state, bool pinned, streamkit::pageable_transfer mode, int gpus, int streams)
+/// `gpus` devices with `streams` streams each, in chunks of `chunk_mib` MiB, wall time.
+void host_to_host(benchmark::State& state, bool pinned, streamkit::pageable_transfer mode, int gpus, int streams,
+                  std::size_t chunk_mib = streamkit::default_minmax_chunk_bytes >> 20)
 {
   if (!streamkit_bench::require_gpu(state)) { return; }
   if (gpus > streamkit::device_count()) {
@@ -133,10 +134,11 @@ void host_to_host(benchmark::State& state, bool pinned, streamkit::pageable_tran
   std::vector<int> devices(static_cast<std::size_t>(gpus));
   for (int g = 0; g < gpus; ++g) { devices[static_cast<std::size_t>(g)] = g; }
   streamkit::dispatcher workers({devices, streams});
-  streamkit::dispatch_minmax_normalize(workers, inputs, outputs, {}, mode);  // warm-up: buffers are allocated here
+  std::size_t const chunk_bytes = chunk_mib << 20;
+  streamkit::dispatch_minmax_normalize(workers, inputs, outputs, {}, mode, chunk_bytes);  // warm-up: buffers are allocated here
   for (auto _ : state) {
     auto const begin = std::chrono::steady_clock::now();
-    streamkit::dispatch_minmax_normalize(workers, inputs, outputs, {}, mode);
+    streamkit::dispatch_minmax_normalize(workers, inputs, outputs, {}, mode, chunk_bytes);
     state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
   }
   state.counters["bytes_per_s"] = benchmark::Counter(static_cast<double>(2 * batch * count * sizeof(double)),
@@ -145,12 +147,16 @@ void host_to_host(benchmark::State& state, bool pinned, streamkit::pageable_tran
 }
 
 using streamkit::pageable_transfer;
-/// Argument: streams per device, on device 0.
-void host_pinned(benchmark::State& state) { host_to_host(state, true, pageable_transfer::stage, 1, static_cast<int>(state.range(0))); }
+/// Arguments: streams per device, on device 0; chunk size in MiB (64: one chunk per array).
+void host_pinned(benchmark::State& state)
+{
+  host_to_host(state, true, pageable_transfer::stage, 1, static_cast<int>(state.range(0)), static_cast<std::size_t>(state.range(1)));
+}
 void host_pageable_staged(benchmark::State& state)
 {
-  host_to_host(state, false, pageable_transfer::stage, 1, static_cast<int>(state.range(0)));
+  host_to_host(state, false, pageable_transfer::stage, 1, static_cast<int>(state.range(0)), static_cast<std::size_t>(state.range(1)));
 }
+/// Argument: streams per device, on device 0.
 void host_pageable_registered(benchmark::State& state)
 {
   host_to_host(state, false, pageable_transfer::register_in_place, 1, static_cast<int>(state.range(0)));
@@ -166,8 +172,8 @@ STREAMKIT_DEVICE_BENCH(device_resident_18x60x98450);
 STREAMKIT_DEVICE_BENCH(tall_2p24x16_float_row_major);
 STREAMKIT_DEVICE_BENCH(column_major_98450x60_double);
 STREAMKIT_DEVICE_BENCH(column_major_200x500000_float);
-STREAMKIT_DEVICE_BENCH(host_pinned)->Arg(2)->Arg(3)->Arg(4);
-STREAMKIT_DEVICE_BENCH(host_pageable_staged)->Arg(8)->Arg(16);
+STREAMKIT_DEVICE_BENCH(host_pinned)->ArgsProduct({{3, 4, 6}, {4, 8, 16, 64}});
+STREAMKIT_DEVICE_BENCH(host_pageable_staged)->ArgsProduct({{8, 16}, {2, 4, 8, 64}});
 STREAMKIT_DEVICE_BENCH(host_pinned_gpus)->Arg(1)->Arg(2)->Arg(4);
 BENCHMARK(host_pageable_registered)->Arg(16)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(2)->Repetitions(1);
 

@@ -471,11 +471,13 @@ TYPED_TEST(MinMax, HostToHostIsIdenticalForPinnedPageableAndAnyDevicesAndStreams
   }
   streamkit::minmax_options<T> const options{T(-1), T(1), false};
   std::vector<std::vector<T>> first_result;
+  // 64 KiB chunks cut every array but the smallest into several, of 2 to 35 columns.
+  for (std::size_t const chunk_bytes : {streamkit::default_minmax_chunk_bytes, std::size_t{1} << 16}) {
   for (auto const& [devices, streams] : std::vector<std::pair<std::vector<int>, int>>{{{0}, 1}, {{0}, 3}, {{0, 0}, 2}}) {
     for (auto mode : {streamkit::pageable_transfer::stage, streamkit::pageable_transfer::register_in_place}) {
       for (bool pinned : {false, true}) {
         for (bool in_place : {false, true}) {
-          SCOPED_TRACE(::testing::Message() << devices.size() << " devices, " << streams << " streams, pinned " << pinned << ", register " << (mode != streamkit::pageable_transfer::stage) << ", in place " << in_place);
+          SCOPED_TRACE(::testing::Message() << chunk_bytes << " B chunks, " << devices.size() << " devices, " << streams << " streams, pinned " << pinned << ", register " << (mode != streamkit::pageable_transfer::stage) << ", in place " << in_place);
           streamkit::dispatcher workers({devices, streams});
           std::vector<host_matrix<T>> outs;
           std::vector<streamkit::pinned_buffer<T>> pinned_storage;
@@ -497,8 +499,8 @@ TYPED_TEST(MinMax, HostToHostIsIdenticalForPinnedPageableAndAnyDevicesAndStreams
             in_refs.push_back(work[k].ref(in_data));
             out_refs.push_back(in_place ? work[k].ref(in_data) : outs[k].ref(out_data));
           }
-          streamkit::dispatch_minmax_normalize(workers, in_refs, out_refs, options, mode);
-          if (!in_place) { streamkit::dispatch_minmax_normalize(workers, in_refs, out_refs, options, mode); }  // again: reused buffers
+          streamkit::dispatch_minmax_normalize(workers, in_refs, out_refs, options, mode, chunk_bytes);
+          if (!in_place) { streamkit::dispatch_minmax_normalize(workers, in_refs, out_refs, options, mode, chunk_bytes); }  // again: reused buffers
           std::vector<std::vector<T>> result;
           for (std::size_t k = 0; k < inputs.size(); ++k) {
             host_matrix<T> got = in_place ? work[k] : outs[k];
@@ -509,12 +511,56 @@ TYPED_TEST(MinMax, HostToHostIsIdenticalForPinnedPageableAndAnyDevicesAndStreams
           }
           if (!in_place) {
             if (first_result.empty()) { first_result = result; }
-            EXPECT_EQ(result, first_result) << "results differ between transfer modes or stream counts";
+            EXPECT_EQ(result, first_result) << "results differ between chunk sizes, transfer modes or stream counts";
           }
         }
       }
     }
   }
+  }
+}
+
+TYPED_TEST(MinMax, HostToHostWithOneColumnPerChunkAndItsFailuresNameTheArray)
+{
+  using T = TypeParam;
+  struct shape { std::size_t rows, cols; layout order; std::size_t pad; };
+  std::vector<shape> const shapes{{7, 3, layout::row_major, 1}, {50, 40, layout::row_major, 3}, {1000, 33, layout::column_major, 2},
+                                  {64, 1, layout::column_major, 0}};
+  std::vector<host_matrix<T>> inputs, outputs;
+  std::vector<matrix_ref<T const>> in_refs;
+  std::vector<matrix_ref<T>> out_refs;
+  for (auto const& sh : shapes) {
+    inputs.emplace_back(sh.rows, sh.cols, sh.order, sh.pad);
+    fill_random(inputs.back(), this->rng);
+    outputs.emplace_back(sh.rows, sh.cols, sh.order == layout::row_major ? layout::column_major : layout::row_major, sh.pad);
+  }
+  for (std::size_t k = 0; k < shapes.size(); ++k) {
+    in_refs.push_back(inputs[k].ref(inputs[k].storage.data()));
+    out_refs.push_back(outputs[k].ref(outputs[k].storage.data()));
+  }
+  streamkit::dispatcher workers({{0}, 3});
+  streamkit::dispatch_minmax_normalize(workers, in_refs, out_refs, {T(2), T(5), true}, streamkit::pageable_transfer::stage, 1);
+  for (std::size_t k = 0; k < shapes.size(); ++k) { expect_scaled(inputs[k], outputs[k], 2, 5, true); }
+
+  // A chunk too large for the device fails on its allocation, before anything is copied.
+  std::vector<T> small(4, T(1)), untouched(4, T(-3));
+  std::size_t const too_many = streamkit::device(0).total_memory();  // columns of one element: more bytes than the device has
+  std::vector<matrix_ref<T const>> const bad_in{in_refs[0], matrix_ref<T const>{small.data(), 1, too_many, too_many, layout::row_major}};
+  std::vector<matrix_ref<T>> const bad_out{out_refs[0], matrix_ref<T>{untouched.data(), 1, too_many, too_many, layout::row_major}};
+  try {
+    streamkit::dispatch_minmax_normalize(workers, bad_in, bad_out, {}, streamkit::pageable_transfer::stage, too_many * sizeof(T));
+    FAIL() << "no exception";
+  } catch (streamkit::dispatch_error const& error) {
+    EXPECT_NE(std::string(error.what()).find("inputs[1], columns [0, " + std::to_string(too_many) + "): "), std::string::npos) << error.what();
+    try {
+      std::rethrow_exception(error.original());
+    } catch (std::runtime_error const& wrapped) {
+      EXPECT_THROW(std::rethrow_if_nested(wrapped), streamkit::cuda_error);
+    }
+  }
+  EXPECT_EQ(untouched, std::vector<T>(4, T(-3)));
+  streamkit::dispatch_minmax_normalize(workers, in_refs, out_refs, {T(2), T(5), true}, streamkit::pageable_transfer::stage, 1);
+  for (std::size_t k = 0; k < shapes.size(); ++k) { expect_scaled(inputs[k], outputs[k], 2, 5, true); }
 }
 
 // Host-side checks that run without a GPU: validation happens before any CUDA call.
@@ -543,6 +589,33 @@ TEST(MinMaxHost, BadArgumentsNameTheArgument)
   STREAMKIT_EXPECT_THROW_WITH(unfitted.transform_async(in, out, stream), std::logic_error, "transform() before fit()");
   EXPECT_NO_THROW(streamkit::minmax_normalize_async<double>(matrix_ref<double const>{nullptr, 0, 4, 4, layout::row_major},
                                                             matrix_ref<double>{nullptr, 0, 4, 4, layout::row_major}, {}, stream));
+}
+
+TEST(MinMaxHost, ColumnChunksCoverEveryColumnOnceWithinTheirSize)
+{
+  using streamkit::detail::column_chunks;
+  double x = 0.0;
+  std::vector<matrix_ref<double const>> const arrays{
+    {&x, 60, 98450, 98450, layout::row_major}, {&x, 0, 5, 5, layout::row_major}, {&x, 1000, 33, 1000, layout::column_major},
+    {&x, 3, 1, 1, layout::row_major},          {&x, 1 << 20, 2, 1 << 20, layout::column_major}};
+  for (std::size_t const chunk_bytes : {std::size_t{1}, std::size_t{1} << 16, std::size_t{8} << 20, std::size_t{1} << 40}) {
+    SCOPED_TRACE(chunk_bytes);
+    auto const chunks = column_chunks(arrays, chunk_bytes);
+    std::vector<std::size_t> covered(arrays.size(), 0);
+    for (auto const& c : chunks) {
+      ASSERT_LT(c.array, arrays.size());
+      EXPECT_EQ(c.begin, covered[c.array]) << "array " << c.array;
+      EXPECT_GT(c.end, c.begin);
+      std::size_t const column_bytes = arrays[c.array].rows * sizeof(double);
+      std::size_t const widest = std::max<std::size_t>(1, chunk_bytes / column_bytes);
+      EXPECT_LE(c.end - c.begin, widest + 31) << "array " << c.array << ", columns [" << c.begin << ", " << c.end << ")";
+      if (c.end < arrays[c.array].cols && c.end - c.begin > 64) { EXPECT_EQ(c.end % 32, 0U); }
+      covered[c.array] = c.end;
+    }
+    for (std::size_t k = 0; k < arrays.size(); ++k) { EXPECT_EQ(covered[k], arrays[k].rows == 0 ? 0 : arrays[k].cols) << "array " << k; }
+  }
+  // 47 MB in 6 chunks; the empty array in none; 1; 1; and two 8 MiB columns, one per chunk.
+  EXPECT_EQ(column_chunks(arrays, std::size_t{8} << 20).size(), 6U + 0 + 1 + 1 + 2);
 }
 
 TEST(MinMaxHost, OrderedBitsPreserveTheOrder)

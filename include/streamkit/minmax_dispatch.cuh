@@ -1,20 +1,23 @@
 #pragma once
 /// @file minmax_dispatch.cuh
 /// Host-to-host column min-max scaling of a batch of arrays, each with its own shape, spread over a
-/// dispatcher's GPUs and streams: every array goes host → device, through minmax_normalize, and
-/// back on one stream (one array per chunk), the copies of a device's arrays queued one after
-/// another in each direction so that both directions and compute overlap. Inputs and outputs in
-/// pinned memory go straight to DMA; pageable ones are staged through each stream's pinned buffers
-/// by that stream's host thread, or page-locked in place (pageable_transfer). Device and staging
-/// buffers belong to the dispatcher's workspaces: after the first batch of a given size nothing is
-/// allocated.
+/// dispatcher's GPUs and streams: every array is cut into chunks of whole columns, and each chunk
+/// goes host → device, through minmax_normalize, and back on one stream, the copies of a device's
+/// chunks queued one after another in each direction so that both directions and compute overlap.
+/// Inputs and outputs in pinned memory go straight to DMA; pageable ones are staged through each
+/// stream's pinned buffers by that stream's host thread, or page-locked in place
+/// (pageable_transfer). Device and staging buffers belong to the dispatcher's workspaces: after the
+/// first batch nothing is allocated.
 
 #include <streamkit/dispatcher.hpp>
 #include <streamkit/minmax.cuh>
 #include <streamkit/pinned_buffer.hpp>
 
+#include <algorithm>
 #include <cstring>
-#include <optional>
+#include <exception>
+#include <mutex>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,15 +72,65 @@ void copy_lines_async(T* to, std::size_t to_ld, T const* from, std::size_t from_
 
 }  // namespace detail
 
-/// Scales inputs[k] into outputs[k] (host memory; outputs[k] may equal inputs[k]) and waits.
-/// @throws std::invalid_argument for bad shapes or options (before anything is written);
-/// dispatch_error if an array fails on a device (naming the device and the array index).
+/// Default size of the pieces arrays are cut into (see dispatch_minmax_normalize).
+inline constexpr std::size_t default_minmax_chunk_bytes = std::size_t{8} << 20;
+
+namespace detail {
+
+/// Columns [begin, end) of array `array`: one chunk of the host-to-host pipeline.
+struct column_chunk {
+  std::size_t array;
+  std::size_t begin;
+  std::size_t end;
+};
+
+/// Cuts every non-empty array into runs of whole columns of at most about `chunk_bytes` (at least
+/// one column each), of nearly equal widths, rounded to multiples of 32 columns where wider.
+template <class T>
+std::vector<column_chunk> column_chunks(std::vector<matrix_ref<T const>> const& arrays, std::size_t chunk_bytes)
+{
+  std::vector<column_chunk> chunks;
+  for (std::size_t k = 0; k < arrays.size(); ++k) {
+    std::size_t const rows = arrays[k].rows, cols = arrays[k].cols;
+    if (rows == 0 || cols == 0) { continue; }
+    std::size_t const widest = std::max<std::size_t>(1, chunk_bytes / (rows * sizeof(T)));
+    std::size_t const count = (cols + widest - 1) / widest;
+    std::size_t const align = cols / count >= 64 ? 32 : 1;
+    for (std::size_t c = 0; c < count; ++c) {
+      std::size_t const begin = c * cols / count / align * align;
+      std::size_t const end = c + 1 == count ? cols : (c + 1) * cols / count / align * align;
+      chunks.push_back({k, begin, end});
+    }
+  }
+  return chunks;
+}
+
+/// Columns [begin, end) of m.
+template <class T>
+matrix_ref<T> columns_of(matrix_ref<T> const& m, std::size_t begin, std::size_t end) noexcept
+{
+  return {m.data + m.offset(0, begin), m.rows, end - begin, m.ld, m.order};
+}
+
+}  // namespace detail
+
+/// Scales inputs[k] into outputs[k] (host memory; outputs[k] may equal inputs[k]) and waits. Each
+/// array is cut into chunks of whole columns of at most about `chunk_bytes` (one column at least),
+/// handed out to the dispatcher's streams, so that a large array is copied in, scaled and copied
+/// back in pieces that overlap, and device and staging memory per stream stay near 2 × chunk_bytes.
+/// Register_in_place page-locks each pageable array once, when its first chunk starts, until the
+/// call returns.
+/// @throws std::invalid_argument for bad shapes or options, or chunk_bytes == 0 (before anything is
+/// written); dispatch_error if a chunk fails (naming the device, the array and its columns; the original
+/// exception nested in original()).
 template <class T>
 void dispatch_minmax_normalize(dispatcher& workers, std::vector<matrix_ref<T const>> const& inputs,
                                std::vector<matrix_ref<T>> const& outputs, minmax_options<T> const& options = {},
-                               pageable_transfer pageable = pageable_transfer::stage)
+                               pageable_transfer pageable = pageable_transfer::stage,
+                               std::size_t chunk_bytes = default_minmax_chunk_bytes)
 {
   detail::expect_options(options);
+  STREAMKIT_EXPECTS(chunk_bytes > 0, std::invalid_argument, "chunk_bytes: must be positive");
   STREAMKIT_EXPECTS(inputs.size() == outputs.size(), std::invalid_argument,
                     "outputs: " + std::to_string(outputs.size()) + " arrays for " + std::to_string(inputs.size()) + " inputs");
   for (std::size_t k = 0; k < inputs.size(); ++k) {
@@ -87,53 +140,67 @@ void dispatch_minmax_normalize(dispatcher& workers, std::vector<matrix_ref<T con
     detail::expect_matrix(outputs[k], out_name.c_str());
     detail::expect_same_shape(inputs[k], outputs[k], out_name);
   }
-  workers.run(inputs.size(), 1, [&](chunk_context& chunk) {
-    matrix_ref<T const> const in = inputs[chunk.items.begin];
-    matrix_ref<T> const out = outputs[chunk.items.begin];
+  std::vector<detail::column_chunk> const chunks = detail::column_chunks(inputs, chunk_bytes);
+  // Registrations, made by the first chunk of each array and kept until every chunk has run.
+  std::vector<std::once_flag> registered(pageable == pageable_transfer::register_in_place ? inputs.size() : 0);
+  std::vector<host_registration> registrations(registered.size() * 2);
+  auto const scale_chunk = [&](chunk_context& context, detail::column_chunk const& chunk) {
+    matrix_ref<T const> const in = detail::columns_of(inputs[chunk.array], chunk.begin, chunk.end);
+    matrix_ref<T> const out = detail::columns_of(outputs[chunk.array], chunk.begin, chunk.end);
     std::size_t const count = in.rows * in.cols;
-    if (count == 0) { return; }
-    stream_ref const work = chunk.stream;
+    stream_ref const work = context.stream;
     auto const in_shape = detail::lines_of(in);  // (lines, length); not structured bindings: C++17 lambdas cannot capture them
     auto const out_shape = detail::lines_of(out);
     std::size_t const in_lines = in_shape.first, in_length = in_shape.second;
     std::size_t const out_lines = out_shape.first, out_length = out_shape.second;
-    bool const in_place = static_cast<void const*>(in.data) == static_cast<void const*>(out.data);
-    std::optional<host_registration> in_registration;
-    std::optional<host_registration> out_registration;
     bool in_pinned = is_pinned(in.data);
     bool out_pinned = is_pinned(out.data);
     if (pageable == pageable_transfer::register_in_place) {
-      if (!in_pinned) { in_registration.emplace(const_cast<T*>(in.data), in.extent() * sizeof(T)); }
-      if (!out_pinned && !in_place) { out_registration.emplace(out.data, out.extent() * sizeof(T)); }
+      std::call_once(registered[chunk.array], [&] {
+        matrix_ref<T const> const whole_in = inputs[chunk.array];
+        matrix_ref<T> const whole_out = outputs[chunk.array];
+        if (!in_pinned) { registrations[2 * chunk.array] = host_registration(const_cast<T*>(whole_in.data), whole_in.extent() * sizeof(T)); }
+        if (!out_pinned) { registrations[2 * chunk.array + 1] = host_registration(whole_out.data, whole_out.extent() * sizeof(T)); }
+      });
       in_pinned = out_pinned = true;
     }
-    T* const device_in = chunk.workspace.device<T>(count, 0);
-    T* const device_out = chunk.workspace.device<T>(count, 1);
+    T* const device_in = context.workspace.device<T>(count, 0);
+    T* const device_out = context.workspace.device<T>(count, 1);
 
     // Host → device: straight from pinned memory, else through the staging buffer.
     T const* source = in.data;
     std::size_t source_ld = in.ld;
     if (!in_pinned) {
-      T* const staging = chunk.workspace.pinned<T>(count, 0);
+      T* const staging = context.workspace.pinned<T>(count, 0);
       detail::copy_lines(staging, in_length, in.data, in.ld, in_lines, in_length);
       source = staging;
       source_ld = in_length;
     }
-    chunk.copy_in([&] {
+    context.copy_in([&] {
       detail::copy_lines_async(device_in, in_length, source, source_ld, in_lines, in_length, cudaMemcpyHostToDevice, work);
     });
     minmax_normalize_async(detail::packed<T const>(in, device_in), detail::packed(out, device_out), options, work);
 
     // Device → host: straight into pinned memory, else through the staging buffer.
-    T* const staging_out = out_pinned ? nullptr : chunk.workspace.pinned<T>(count, 1);
+    T* const staging_out = out_pinned ? nullptr : context.workspace.pinned<T>(count, 1);
     T* const destination = out_pinned ? out.data : staging_out;
     std::size_t const destination_ld = out_pinned ? out.ld : out_length;
-    chunk.copy_out([&] {
+    context.copy_out([&] {
       detail::copy_lines_async(destination, destination_ld, device_out, out_length, out_lines, out_length, cudaMemcpyDeviceToHost, work);
     });
-    // Registrations end and staged results are copied out once the array is done.
+    // Staged results are copied out once the chunk is done.
     work.sync();
     if (!out_pinned) { detail::copy_lines(out.data, out.ld, staging_out, out_length, out_lines, out_length); }
+  };
+  workers.run(chunks.size(), 1, [&](chunk_context& context) {
+    detail::column_chunk const& chunk = chunks[context.items.begin];
+    try {
+      scale_chunk(context, chunk);
+    } catch (...) {
+      // The dispatcher names the chunk's index; say which array and columns that is.
+      std::throw_with_nested(std::runtime_error("inputs[" + std::to_string(chunk.array) + "], columns [" + std::to_string(chunk.begin) +
+                                                ", " + std::to_string(chunk.end) + "): " + detail::describe(std::current_exception())));
+    }
   });
 }
 
