@@ -172,8 +172,8 @@ STREAMKIT_DEVICE_BENCH(device_resident_18x60x98450);
 STREAMKIT_DEVICE_BENCH(tall_2p24x16_float_row_major);
 STREAMKIT_DEVICE_BENCH(column_major_98450x60_double);
 STREAMKIT_DEVICE_BENCH(column_major_200x500000_float);
-STREAMKIT_DEVICE_BENCH(host_pinned)->ArgsProduct({{3, 4, 6}, {4, 8, 16, 64}});
-STREAMKIT_DEVICE_BENCH(host_pageable_staged)->ArgsProduct({{8, 16}, {2, 4, 8, 64}});
+STREAMKIT_DEVICE_BENCH(host_pinned)->ArgsProduct({{3, 4}, {4, 8, 64}});
+STREAMKIT_DEVICE_BENCH(host_pageable_staged)->ArgsProduct({{16, 32}, {4, 8, 16}})->Args({16, 64});
 STREAMKIT_DEVICE_BENCH(host_pinned_gpus)->Arg(1)->Arg(2)->Arg(4);
 BENCHMARK(host_pageable_registered)->Arg(16)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(2)->Repetitions(1);
 

@@ -160,7 +160,9 @@ TYPED_TEST(MinMax, EveryShapeLayoutAndPitchMatchesTheReference)
   for (layout order : {layout::row_major, layout::column_major}) {
     for (auto const [rows, cols] : {shape{1, 1}, shape{1, 37}, shape{37, 1}, shape{60, 1000}, shape{64, 33}, shape{65, 100},
                                     shape{256, 17}, shape{257, 5}, shape{3000, 7}, shape{2, 70001},
-                                    shape{5000, 16}, shape{70000, 4}, shape{20000, 1}}) {
+                                    shape{5000, 16}, shape{70000, 4}, shape{20000, 1},
+                                    // column-major on sm_90: the last shared-memory cluster size for double, one beyond, and two-pass for both types
+                                    shape{114688, 2}, shape{114689, 3}, shape{300000, 2}}) {
       for (std::size_t pad : {std::size_t{0}, std::size_t{3}}) {
         SCOPED_TRACE(::testing::Message() << rows << " x " << cols << (order == layout::row_major ? " row" : " column")
                                           << "-major, pad " << pad);

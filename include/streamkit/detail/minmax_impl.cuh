@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -90,6 +91,41 @@ void finalize(std::size_t cols, ordered_t<T> const* min_bits, ordered_t<T> const
   STREAMKIT_CHECK_LAUNCH();
 }
 
+/// Whether minmax_cols_cluster takes `in`: column-major, longer than the one-warp kernel takes and
+/// short enough for a cluster's shared memory, the kernel compiled for sm_90 or later (clusters).
+template <class T>
+bool fits_cols_cluster(matrix_ref<T const> const& in)
+{
+  if (in.order != layout::column_major || in.rows <= cols_fused_limit) { return false; }
+  if ((in.rows + cluster_blocks - 1) / cluster_blocks * sizeof(T) > cluster_slice_bytes) { return false; }
+  if (in.cols > std::size_t{std::numeric_limits<int>::max()} / cluster_blocks) { return false; }
+  cudaFuncAttributes attributes{};
+  STREAMKIT_CUDA_TRY(cudaFuncGetAttributes(&attributes, minmax_cols_cluster<T>));
+  return attributes.ptxVersion >= 90;
+}
+
+template <class T>
+void launch_cols_cluster(matrix_ref<T const> const& in, matrix_ref<T> const& out, scaling<T> const& s, T* min, T* max,
+                         stream_ref stream)
+{
+  std::size_t const slice_bytes = (in.rows + cluster_blocks - 1) / cluster_blocks * sizeof(T);
+  STREAMKIT_CUDA_TRY(
+    cudaFuncSetAttribute(minmax_cols_cluster<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(slice_bytes)));
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = cluster_blocks;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(in.cols * cluster_blocks));
+  config.blockDim = dim3(cluster_block);
+  config.dynamicSmemBytes = slice_bytes;
+  config.stream = stream.value();
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  STREAMKIT_CUDA_TRY(cudaLaunchKernelEx(&config, minmax_cols_cluster<T>, in, out, s, min, max));
+}
+
 template <class T, bool Inverse>
 void apply(matrix_ref<T const> const& in, matrix_ref<T> const& out, T const* min, T const* scale, scaling<T> const& s,
            stream_ref stream)
@@ -146,6 +182,10 @@ void minmax_normalize_async(matrix_ref<T const> in, matrix_ref<T> out, minmax_op
   if (in.order == layout::column_major && in.rows <= detail::cols_fused_limit) {
     detail::minmax_cols_fused<T><<<detail::blocks_for(in.cols, 8), 256, 0, stream.value()>>>(in, out, s, min, max);
     STREAMKIT_CHECK_LAUNCH();
+    return;
+  }
+  if (detail::fits_cols_cluster(in)) {
+    detail::launch_cols_cluster(in, out, s, min, max, stream);
     return;
   }
   device_buffer<detail::ordered_t<T>> bits(2 * in.cols, stream);

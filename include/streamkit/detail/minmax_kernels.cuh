@@ -3,6 +3,7 @@
 
 #include <streamkit/matrix.hpp>
 
+#include <cooperative_groups.h>
 #include <cuda/std/limits>
 #include <cuda_runtime_api.h>
 
@@ -180,6 +181,83 @@ __global__ void __launch_bounds__(256)
     std::size_t const i = lane + std::size_t{32} * k;
     if (i < in.rows) { out(i, j) = scale_value(values[k], min, scale, s); }
   }
+}
+
+inline constexpr int cluster_blocks = 8;          // blocks per cluster (the portable maximum) of minmax_cols_cluster
+inline constexpr int cluster_block = 256;         // threads per block of minmax_cols_cluster
+inline constexpr int cluster_batch = 8;           // loads in flight per thread
+inline constexpr std::size_t cluster_slice_bytes = 112 * 1024;  // shared memory per block: two blocks fit on an SM
+
+/// Column-major, rows up to cluster_blocks × cluster_slice_bytes (on sm_90 and later): a cluster of
+/// blocks per column, each block keeping its slice of the column in shared memory; the blocks
+/// exchange their minima and maxima through distributed shared memory and scale their slices, so
+/// the data is read once and written once. Launched with cluster dimension cluster_blocks along x.
+template <class T>
+__global__ void __launch_bounds__(cluster_block)
+  minmax_cols_cluster(matrix_ref<T const> in, matrix_ref<T> out, scaling<T> s, T* min_out, T* max_out)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(16) unsigned char cluster_shared[];
+  T* const slice = reinterpret_cast<T*>(cluster_shared);
+  __shared__ T warp_min[cluster_block / 32];
+  __shared__ T warp_max[cluster_block / 32];
+  __shared__ T block_min_max[2];  // read by the other blocks of the cluster
+  auto const cluster = cooperative_groups::this_cluster();
+  unsigned const rank = cluster.block_rank();
+  std::size_t const j = blockIdx.x / cluster_blocks;
+  std::size_t const per_block = (in.rows + cluster_blocks - 1) / cluster_blocks;
+  std::size_t const begin = rank * per_block;
+  std::size_t const end = begin + per_block < in.rows ? begin + per_block : in.rows;
+  T const* const column = in.data + j * in.ld;
+  T min = cuda::std::numeric_limits<T>::infinity();
+  T max = -min;
+  // Loads in batches, all issued before any store to shared memory: the compiler may not move a
+  // global load above a store it cannot prove does not alias it, so one at a time they would wait in turn.
+  for (std::size_t first = begin + threadIdx.x; first < end; first += std::size_t{cluster_block} * cluster_batch) {
+    T x[cluster_batch];
+#pragma unroll
+    for (int k = 0; k < cluster_batch; ++k) {
+      std::size_t const i = first + std::size_t{cluster_block} * k;
+      x[k] = i < end ? column[i] : cuda::std::numeric_limits<T>::quiet_NaN();
+    }
+#pragma unroll
+    for (int k = 0; k < cluster_batch; ++k) {
+      std::size_t const i = first + std::size_t{cluster_block} * k;
+      if (i < end) { slice[i - begin] = x[k]; }  // read back below by this same thread only
+      fold(x[k], min, max);
+    }
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    merge(__shfl_xor_sync(0xffffffffU, min, offset), __shfl_xor_sync(0xffffffffU, max, offset), min, max);
+  }
+  if (threadIdx.x % 32 == 0) {
+    warp_min[threadIdx.x / 32] = min;
+    warp_max[threadIdx.x / 32] = max;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < cluster_block / 32; ++w) { merge(warp_min[w], warp_max[w], min, max); }
+    block_min_max[0] = min;
+    block_min_max[1] = max;
+  }
+  cluster.sync();  // every block's (min, max) is written
+  for (unsigned r = 0; r < cluster_blocks; ++r) {
+    T const* const peer = cluster.map_shared_rank(block_min_max, r);
+    merge(peer[0], peer[1], min, max);
+  }
+  cluster.sync();  // no block leaves while another still reads its shared memory
+  settle(min, max);
+  if (rank == 0 && threadIdx.x == 0) {
+    if (min_out != nullptr) { min_out[j] = min; }
+    if (max_out != nullptr) { max_out[j] = max; }
+  }
+  T const scale = column_scale(min, max, s);
+#pragma unroll 8
+  for (std::size_t i = begin + threadIdx.x; i < end; i += cluster_block) { out(i, j) = scale_value(slice[i - begin], min, scale, s); }
+#else
+  __trap();  // never launched: the host checks that this kernel was compiled for sm_90 or later
+#endif
 }
 
 /// Any shape: folds a block's share of the data into per-column ordered min/max with atomics.
