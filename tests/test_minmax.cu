@@ -473,9 +473,10 @@ TYPED_TEST(MinMax, HostToHostIsIdenticalForPinnedPageableAndAnyDevicesAndStreams
   }
   streamkit::minmax_options<T> const options{T(-1), T(1), false};
   std::vector<std::vector<T>> first_result;
-  // 64 KiB chunks cut every array but the smallest into several, of 2 to 35 columns.
-  for (std::size_t const chunk_bytes : {streamkit::default_minmax_chunk_bytes, std::size_t{1} << 16}) {
-  for (auto const& [devices, streams] : std::vector<std::pair<std::vector<int>, int>>{{{0}, 1}, {{0}, 3}, {{0, 0}, 2}}) {
+  struct setup { std::size_t chunk_bytes; std::vector<int> devices; int streams; };
+  // Chunk size 0 is picked per array (one chunk per array here); 64 KiB cuts every array but the
+  // smallest two into several, of 2 to 35 columns.
+  for (auto const& [chunk_bytes, devices, streams] : std::vector<setup>{{0, {0}, 1}, {0, {0}, 3}, {0, {0, 0}, 2}, {std::size_t{1} << 16, {0, 0}, 2}}) {
     for (auto mode : {streamkit::pageable_transfer::stage, streamkit::pageable_transfer::register_in_place}) {
       for (bool pinned : {false, true}) {
         for (bool in_place : {false, true}) {
@@ -518,7 +519,6 @@ TYPED_TEST(MinMax, HostToHostIsIdenticalForPinnedPageableAndAnyDevicesAndStreams
         }
       }
     }
-  }
   }
 }
 
@@ -602,7 +602,7 @@ TEST(MinMaxHost, ColumnChunksCoverEveryColumnOnceWithinTheirSize)
     {&x, 3, 1, 1, layout::row_major},          {&x, 1 << 20, 2, 1 << 20, layout::column_major}};
   for (std::size_t const chunk_bytes : {std::size_t{1}, std::size_t{1} << 16, std::size_t{8} << 20, std::size_t{1} << 40}) {
     SCOPED_TRACE(chunk_bytes);
-    auto const chunks = column_chunks(arrays, chunk_bytes);
+    auto const chunks = column_chunks(arrays, std::vector<std::size_t>(arrays.size(), chunk_bytes));
     std::vector<std::size_t> covered(arrays.size(), 0);
     for (auto const& c : chunks) {
       ASSERT_LT(c.array, arrays.size());
@@ -617,7 +617,11 @@ TEST(MinMaxHost, ColumnChunksCoverEveryColumnOnceWithinTheirSize)
     for (std::size_t k = 0; k < arrays.size(); ++k) { EXPECT_EQ(covered[k], arrays[k].rows == 0 ? 0 : arrays[k].cols) << "array " << k; }
   }
   // 47 MB in 6 chunks; the empty array in none; 1; 1; and two 8 MiB columns, one per chunk.
-  EXPECT_EQ(column_chunks(arrays, std::size_t{8} << 20).size(), 6U + 0 + 1 + 1 + 2);
+  EXPECT_EQ(column_chunks(arrays, std::vector<std::size_t>(arrays.size(), std::size_t{8} << 20)).size(), 6U + 0 + 1 + 1 + 2);
+  // Sizes are per array: 4 MiB cuts the first array in 12.
+  std::vector<std::size_t> sizes(arrays.size(), std::size_t{8} << 20);
+  sizes[0] = std::size_t{4} << 20;
+  EXPECT_EQ(column_chunks(arrays, sizes).size(), 12U + 0 + 1 + 1 + 2);
 }
 
 TEST(MinMaxHost, OrderedBitsPreserveTheOrder)

@@ -184,8 +184,8 @@ __global__ void __launch_bounds__(256)
 }
 
 inline constexpr int cluster_blocks = 8;          // blocks per cluster (the portable maximum) of minmax_cols_cluster
-inline constexpr int cluster_block = 256;         // threads per block of minmax_cols_cluster
-inline constexpr int cluster_batch = 8;           // loads in flight per thread
+inline constexpr int cluster_block = 512;         // threads per block of minmax_cols_cluster
+inline constexpr int cluster_batch = 16;          // loads in flight per thread
 inline constexpr std::size_t cluster_slice_bytes = 112 * 1024;  // shared memory per block: two blocks fit on an SM
 
 /// Column-major, rows up to cluster_blocks × cluster_slice_bytes (on sm_90 and later): a cluster of
