@@ -109,8 +109,9 @@ void launch_cols_cluster(matrix_ref<T const> const& in, matrix_ref<T> const& out
                          stream_ref stream)
 {
   std::size_t const slice_bytes = (in.rows + cluster_blocks - 1) / cluster_blocks * sizeof(T);
+  // Always the largest slice, never this call's: another thread may launch the kernel in between.
   STREAMKIT_CUDA_TRY(
-    cudaFuncSetAttribute(minmax_cols_cluster<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(slice_bytes)));
+    cudaFuncSetAttribute(minmax_cols_cluster<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(cluster_slice_bytes)));
   cudaLaunchAttribute cluster{};
   cluster.id = cudaLaunchAttributeClusterDimension;
   cluster.val.clusterDim.x = cluster_blocks;
