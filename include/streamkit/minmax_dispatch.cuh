@@ -142,10 +142,17 @@ void dispatch_minmax_normalize(dispatcher& workers, std::vector<matrix_ref<T con
     detail::expect_matrix(outputs[k], out_name.c_str());
     detail::expect_same_shape(inputs[k], outputs[k], out_name);
   }
+  // Whether each array's input and output are page-locked: asked once per array, not per chunk.
+  struct page_locked {
+    bool in;
+    bool out;
+  };
+  std::vector<page_locked> pinned(inputs.size());
   std::vector<std::size_t> sizes(inputs.size(), chunk_bytes);
-  for (std::size_t k = 0; k < inputs.size() && chunk_bytes == 0; ++k) {
-    bool const staged = pageable == pageable_transfer::stage && (!is_pinned(inputs[k].data) || !is_pinned(outputs[k].data));
-    sizes[k] = staged ? staged_chunk_bytes : pinned_chunk_bytes;
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    pinned[k] = {is_pinned(inputs[k].data), is_pinned(outputs[k].data)};
+    bool const staged = pageable == pageable_transfer::stage && !(pinned[k].in && pinned[k].out);
+    if (chunk_bytes == 0) { sizes[k] = staged ? staged_chunk_bytes : pinned_chunk_bytes; }
   }
   std::vector<detail::column_chunk> const chunks = detail::column_chunks(inputs, sizes);
   // Registrations, made by the first chunk of each array and kept until every chunk has run.
@@ -160,8 +167,8 @@ void dispatch_minmax_normalize(dispatcher& workers, std::vector<matrix_ref<T con
     auto const out_shape = detail::lines_of(out);
     std::size_t const in_lines = in_shape.first, in_length = in_shape.second;
     std::size_t const out_lines = out_shape.first, out_length = out_shape.second;
-    bool in_pinned = is_pinned(in.data);
-    bool out_pinned = is_pinned(out.data);
+    bool in_pinned = pinned[chunk.array].in;
+    bool out_pinned = pinned[chunk.array].out;
     if (pageable == pageable_transfer::register_in_place) {
       std::call_once(registered[chunk.array], [&] {
         matrix_ref<T const> const whole_in = inputs[chunk.array];

@@ -94,6 +94,16 @@ __device__ inline void merge(T other_min, T other_max, T& min, T& max)
   if (other_max > max) { max = other_max; }
 }
 
+/// Merges the running (min, max) of a whole warp: every lane ends with the warp's.
+template <class T>
+__device__ inline void merge_across_warp(T& min, T& max)
+{
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    merge(__shfl_xor_sync(0xffffffffU, min, offset), __shfl_xor_sync(0xffffffffU, max, offset), min, max);
+  }
+}
+
 /// (min, max) as stored: an all-NaN column, still (+inf, -inf), becomes (NaN, NaN).
 template <class T>
 __device__ inline void settle(T& min, T& max)
@@ -166,10 +176,7 @@ __global__ void __launch_bounds__(256)
     values[k] = i < in.rows ? in(i, j) : cuda::std::numeric_limits<T>::quiet_NaN();
     fold(values[k], min, max);
   }
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    merge(__shfl_xor_sync(0xffffffffU, min, offset), __shfl_xor_sync(0xffffffffU, max, offset), min, max);
-  }
+  merge_across_warp(min, max);
   settle(min, max);
   if (lane == 0) {
     if (min_out != nullptr) { min_out[j] = min; }
@@ -227,10 +234,7 @@ __global__ void __launch_bounds__(cluster_block)
       fold(x[k], min, max);
     }
   }
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    merge(__shfl_xor_sync(0xffffffffU, min, offset), __shfl_xor_sync(0xffffffffU, max, offset), min, max);
-  }
+  merge_across_warp(min, max);
   if (threadIdx.x % 32 == 0) {
     warp_min[threadIdx.x / 32] = min;
     warp_max[threadIdx.x / 32] = max;
@@ -292,10 +296,7 @@ __global__ void __launch_bounds__(rows_block_x * rows_block_y)
     if (j < in.cols) {
       for (std::size_t i = row_begin + threadIdx.x; i < row_end; i += 32) { fold(in(i, j), min, max); }
     }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) {
-      merge(__shfl_xor_sync(0xffffffffU, min, offset), __shfl_xor_sync(0xffffffffU, max, offset), min, max);
-    }
+    merge_across_warp(min, max);
     if (threadIdx.x != 0) { return; }
   }
   if (j < in.cols && min <= max) {
