@@ -9,6 +9,7 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <cstddef>
 #include <memory>
 #include <random>
 #include <vector>
@@ -97,6 +98,24 @@ void column_major_200x500000_float(benchmark::State& state)
   device_resident_single<float>(state, 200, 500000, streamkit::layout::column_major);
 }
 
+/// The reference the device-resident cases are held to: a device-to-device cudaMemcpyAsync of
+/// `bytes`, timed the same way (one call between two events); bytes/s counts the read and the write.
+void device_copy(benchmark::State& state, std::size_t bytes)
+{
+  if (!streamkit_bench::require_gpu(state)) { return; }
+  streamkit::stream const s(0);
+  streamkit::device_buffer<std::byte> from(bytes, s);
+  streamkit::device_buffer<std::byte> to(bytes, s);
+  STREAMKIT_CUDA_TRY(cudaMemsetAsync(from.data(), 1, bytes, s.value()));
+  streamkit_bench::time_on_stream(state, s, [&](streamkit::stream_ref stream) {
+    STREAMKIT_CUDA_TRY(cudaMemcpyAsync(to.data(), from.data(), bytes, cudaMemcpyDeviceToDevice, stream.value()));
+  });
+  state.counters["bytes_per_s"] = benchmark::Counter(2.0 * static_cast<double>(bytes), benchmark::Counter::kIsIterationInvariantRate);
+}
+/// As many bytes as the 98450 x 60 double case holds (47 MB, about the size of the H100's 50 MB L2).
+void device_copy_98450x60_double(benchmark::State& state) { device_copy(state, cols * rows * sizeof(double)); }
+void device_copy_1GiB(benchmark::State& state) { device_copy(state, std::size_t{1} << 30); }
+
 /// Host to host: 18 arrays from host memory (pinned, or std::vector) and back over the first
 /// `gpus` devices with `streams` streams each, in chunks of `chunk_mib` MiB (0: the default), wall time.
 void host_to_host(benchmark::State& state, bool pinned, streamkit::pageable_transfer mode, int gpus, int streams,
@@ -172,6 +191,8 @@ STREAMKIT_DEVICE_BENCH(device_resident_18x60x98450);
 STREAMKIT_DEVICE_BENCH(tall_2p24x16_float_row_major);
 STREAMKIT_DEVICE_BENCH(column_major_98450x60_double);
 STREAMKIT_DEVICE_BENCH(column_major_200x500000_float);
+STREAMKIT_DEVICE_BENCH(device_copy_98450x60_double);
+STREAMKIT_DEVICE_BENCH(device_copy_1GiB);
 STREAMKIT_DEVICE_BENCH(host_pinned)->ArgsProduct({{3, 4}, {0, 4, 64}});
 STREAMKIT_DEVICE_BENCH(host_pageable_staged)->ArgsProduct({{16, 32}, {0, 8}})->Args({16, 64});
 STREAMKIT_DEVICE_BENCH(host_pinned_gpus)->Arg(1)->Arg(2)->Arg(4);
