@@ -93,6 +93,10 @@ void column_major_98450x60_double(benchmark::State& state)
 {
   device_resident_single<double>(state, cols, rows, streamkit::layout::column_major);
 }
+void column_major_4000x1500_double(benchmark::State& state)
+{
+  device_resident_single<double>(state, 4000, 1500, streamkit::layout::column_major);
+}
 void column_major_200x500000_float(benchmark::State& state)
 {
   device_resident_single<float>(state, 200, 500000, streamkit::layout::column_major);
@@ -190,6 +194,7 @@ void host_pinned_gpus(benchmark::State& state) { host_to_host(state, true, pagea
 STREAMKIT_DEVICE_BENCH(device_resident_18x60x98450);
 STREAMKIT_DEVICE_BENCH(tall_2p24x16_float_row_major);
 STREAMKIT_DEVICE_BENCH(column_major_98450x60_double);
+STREAMKIT_DEVICE_BENCH(column_major_4000x1500_double);
 STREAMKIT_DEVICE_BENCH(column_major_200x500000_float);
 STREAMKIT_DEVICE_BENCH(device_copy_98450x60_double);
 STREAMKIT_DEVICE_BENCH(device_copy_1GiB);

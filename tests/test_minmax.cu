@@ -161,8 +161,11 @@ TYPED_TEST(MinMax, EveryShapeLayoutAndPitchMatchesTheReference)
     for (auto const [rows, cols] : {shape{1, 1}, shape{1, 37}, shape{37, 1}, shape{60, 1000}, shape{64, 33}, shape{65, 100},
                                     shape{256, 17}, shape{257, 5}, shape{3000, 7}, shape{2, 70001},
                                     shape{5000, 16}, shape{70000, 4}, shape{20000, 1},
-                                    // column-major on sm_90: the last shared-memory cluster size for double, one beyond, and two-pass for both types
-                                    shape{114688, 2}, shape{114689, 3}, shape{300000, 2}}) {
+                                    // column-major on sm_90: two-pass below the cluster kernel's shortest column, then
+                                    // clusters of 1, 2, 3 and 8 blocks, the longest column for double, one beyond, and
+                                    // two-pass for both types
+                                    shape{1535, 3}, shape{1536, 3}, shape{8193, 2}, shape{16385, 2}, shape{114688, 2},
+                                    shape{114689, 3}, shape{300000, 2}}) {
       for (std::size_t pad : {std::size_t{0}, std::size_t{3}}) {
         SCOPED_TRACE(::testing::Message() << rows << " x " << cols << (order == layout::row_major ? " row" : " column")
                                           << "-major, pad " << pad);
@@ -622,6 +625,24 @@ TEST(MinMaxHost, ColumnChunksCoverEveryColumnOnceWithinTheirSize)
   std::vector<std::size_t> sizes(arrays.size(), std::size_t{8} << 20);
   sizes[0] = std::size_t{4} << 20;
   EXPECT_EQ(column_chunks(arrays, sizes).size(), 12U + 0 + 1 + 1 + 2);
+}
+
+TEST(MinMaxHost, ClusterSizeGivesSixteenValuesPerThreadWithinSharedMemory)
+{
+  using streamkit::detail::cluster_size;
+  // 512 threads x 16 values = 8192 rows per block; a block's slice holds 14336 doubles or 28672 floats.
+  EXPECT_EQ(cluster_size<double>(1536), 1U);
+  EXPECT_EQ(cluster_size<double>(8192), 1U);
+  EXPECT_EQ(cluster_size<double>(8193), 2U);
+  EXPECT_EQ(cluster_size<double>(16385), 3U);
+  EXPECT_EQ(cluster_size<double>(65536), 8U);
+  EXPECT_EQ(cluster_size<double>(114688), 8U);
+  EXPECT_EQ(cluster_size<float>(16384), 2U);
+  EXPECT_EQ(cluster_size<float>(229376), 8U);
+  for (std::size_t rows = 1536; rows <= 114688; rows += 977) {
+    unsigned const blocks = cluster_size<double>(rows);
+    EXPECT_LE((rows + blocks - 1) / blocks * sizeof(double), streamkit::detail::cluster_slice_bytes) << rows;
+  }
 }
 
 TEST(MinMaxHost, OrderedBitsPreserveTheOrder)

@@ -49,8 +49,8 @@ void column_minmax(matrix_ref<T const> x, T* min, T* max);
 
 /// Fit and transform in one call; `out` may be `in` (in place) and may have another layout or pitch,
 /// but the same rows × cols. Short columns are read once: row-major up to 64 rows, column-major up to
-/// 256 rows, and on sm_90 and later column-major up to 114688 rows of double or 229376 of float (a
-/// cluster of blocks per column, the column in their shared memory); longer ones twice (one
+/// 256 rows, and on sm_90 and later column-major from 1536 up to 114688 rows of double or 229376 of
+/// float (a cluster of blocks per column, the column in their shared memory); others twice (one
 /// reduction, one transform). `min`/`max` may be null or device arrays
 /// of `cols` elements that receive the fitted values.
 template <class T>

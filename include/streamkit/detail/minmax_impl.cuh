@@ -91,12 +91,12 @@ void finalize(std::size_t cols, ordered_t<T> const* min_bits, ordered_t<T> const
   STREAMKIT_CHECK_LAUNCH();
 }
 
-/// Whether minmax_cols_cluster takes `in`: column-major, longer than the one-warp kernel takes and
-/// short enough for a cluster's shared memory, the kernel compiled for sm_90 or later (clusters).
+/// Whether minmax_cols_cluster takes `in`: column-major, at least cluster_min_rows long and short
+/// enough for a cluster's shared memory, the kernel compiled for sm_90 or later (clusters).
 template <class T>
 bool fits_cols_cluster(matrix_ref<T const> const& in)
 {
-  if (in.order != layout::column_major || in.rows <= cols_fused_limit) { return false; }
+  if (in.order != layout::column_major || in.rows < cluster_min_rows) { return false; }
   if ((in.rows + cluster_blocks - 1) / cluster_blocks * sizeof(T) > cluster_slice_bytes) { return false; }
   if (in.cols > std::size_t{std::numeric_limits<int>::max()} / cluster_blocks) { return false; }
   cudaFuncAttributes attributes{};
@@ -104,21 +104,31 @@ bool fits_cols_cluster(matrix_ref<T const> const& in)
   return attributes.ptxVersion >= 90;
 }
 
+/// Blocks per cluster for columns of `rows`: cluster_values per thread, as many as shared memory needs.
+template <class T>
+unsigned cluster_size(std::size_t rows) noexcept
+{
+  std::size_t const for_values = (rows + cluster_block * cluster_values - 1) / (cluster_block * cluster_values);
+  std::size_t const for_memory = (rows * sizeof(T) + cluster_slice_bytes - 1) / cluster_slice_bytes;
+  return static_cast<unsigned>(std::clamp<std::size_t>(std::max(for_values, for_memory), 1, cluster_blocks));
+}
+
 template <class T>
 void launch_cols_cluster(matrix_ref<T const> const& in, matrix_ref<T> const& out, scaling<T> const& s, T* min, T* max,
                          stream_ref stream)
 {
-  std::size_t const slice_bytes = (in.rows + cluster_blocks - 1) / cluster_blocks * sizeof(T);
+  unsigned const blocks = cluster_size<T>(in.rows);
+  std::size_t const slice_bytes = (in.rows + blocks - 1) / blocks * sizeof(T);
   // Always the largest slice, never this call's: another thread may launch the kernel in between.
   STREAMKIT_CUDA_TRY(
     cudaFuncSetAttribute(minmax_cols_cluster<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(cluster_slice_bytes)));
   cudaLaunchAttribute cluster{};
   cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = cluster_blocks;
+  cluster.val.clusterDim.x = blocks;
   cluster.val.clusterDim.y = 1;
   cluster.val.clusterDim.z = 1;
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(in.cols * cluster_blocks));
+  config.gridDim = dim3(static_cast<unsigned>(in.cols * blocks));
   config.blockDim = dim3(cluster_block);
   config.dynamicSmemBytes = slice_bytes;
   config.stream = stream.value();
