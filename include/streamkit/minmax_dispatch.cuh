@@ -202,9 +202,11 @@ void dispatch_minmax_normalize(dispatcher& workers, std::vector<matrix_ref<T con
     context.copy_out([&] {
       detail::copy_lines_async(destination, destination_ld, device_out, out_length, out_lines, out_length, cudaMemcpyDeviceToHost, work);
     });
-    // Staged results are copied out once the chunk is done.
-    work.sync();
-    if (!out_pinned) { detail::copy_lines(out.data, out.ld, staging_out, out_length, out_lines, out_length); }
+    // Staged results are copied out once the chunk is done (the dispatcher waits for pinned ones).
+    if (!out_pinned) {
+      work.sync();
+      detail::copy_lines(out.data, out.ld, staging_out, out_length, out_lines, out_length);
+    }
   };
   workers.run(chunks.size(), 1, [&](chunk_context& context) {
     detail::column_chunk const& chunk = chunks[context.items.begin];
