@@ -79,9 +79,8 @@ void device_resident_single(benchmark::State& state, std::size_t r, std::size_t 
   streamkit_bench::time_on_stream(state, s, [&](streamkit::stream_ref stream) {
     streamkit::minmax_normalize_async<T>(in_ref, out_ref, {}, stream);
   });
-  bool const fused = order == streamkit::layout::row_major
-                       ? r <= streamkit::detail::rows_fused_limit
-                       : r <= streamkit::detail::cols_fused_limit || streamkit::detail::fits_cols_cluster(in_ref);
+  bool const fused = streamkit::detail::plan_normalize(in_ref, streamkit::detail::clusters_available<T>).path !=
+                     streamkit::detail::minmax_path::two_pass;
   double const passes = fused ? 2.0 : 3.0;
   state.counters["bytes_per_s"] =
     benchmark::Counter(passes * static_cast<double>(r * c * sizeof(T)), benchmark::Counter::kIsIterationInvariantRate);

@@ -12,6 +12,8 @@
 # other tests cover), which take too long under them; memcheck runs them. Tests that make a CUDA call
 # fail on purpose (a bad device id) are expected, so API errors are not reported: a real one throws
 # and fails its test.
+# The shape fuzz (test_shape_fuzz.cu) runs under every tool with STREAMKIT_SANITIZER_FUZZ_SHAPES random
+# shapes per family (default 20) and without its giant shapes.
 # Each memcheck, synccheck and initcheck run is limited to STREAMKIT_SANITIZER_TIMEOUT seconds (default
 # 300; the whole suite takes under 60 s per tool on an H100) and a run that goes over is killed and
 # reported as a failure naming the test it was in. racecheck runs each test in a process of its own,
@@ -45,13 +47,16 @@ slow_filter='-*Overlap*:*Faster*:*HostToHost*:*Stress*:*ManyThreads*'
 sanitizer=${COMPUTE_SANITIZER:-compute-sanitizer}
 limit=${STREAMKIT_SANITIZER_TIMEOUT:-300}
 test_limit=${STREAMKIT_RACECHECK_TEST_TIMEOUT:-120}
+# The shape fuzz under the sanitizers: its extreme shapes and this many random ones, without the
+# shapes of 2^31 elements (the plain pass runs them all).
+fuzz_shapes=${STREAMKIT_SANITIZER_FUZZ_SHAPES:-20}
 failed=$status
 
 # Runs the sanitizer `tool` over the tests that `filter` selects, killed after `seconds`; sets $code.
 sanitize() {
   local tool=$1 filter=$2 seconds=$3 log=$4
   shift 4
-  timeout -s KILL "$seconds" "$sanitizer" --tool "$tool" "$@" --report-api-errors no --error-exitcode 99 "$binary" \
+  STREAMKIT_FUZZ_SHAPES=$fuzz_shapes STREAMKIT_FUZZ_GIANT=0 timeout -s KILL "$seconds" "$sanitizer" --tool "$tool" "$@" --report-api-errors no --error-exitcode 99 "$binary" \
     --gtest_filter="$filter" >"$log" 2>&1
   code=$?
   # The sanitizer's child, if it outlived it.

@@ -1,5 +1,6 @@
 // Column min-max scaling against a float64 CPU reference.
 #include "gpu_test.hpp"
+#include "minmax_reference.hpp"
 #include "spin_kernel.cuh"
 #include "test_support.hpp"
 
@@ -22,108 +23,16 @@ namespace {
 
 using streamkit::layout;
 using streamkit::matrix_ref;
+using streamkit_test::close;
+using streamkit_test::expect_scaled;
+using streamkit_test::fill_random;
+using streamkit_test::fit_reference;
+using streamkit_test::host_matrix;
+using streamkit_test::poison;
+using streamkit_test::reference_fit;
 using streamkit_test::to_device;
+using streamkit_test::transform_reference;
 using streamkit_test::to_host;
-
-constexpr double poison = -98765.4321;
-
-/// A host matrix with its own storage (pitch included), filled with random values.
-template <class T>
-struct host_matrix {
-  std::size_t rows, cols, ld;
-  layout order;
-  std::vector<T> storage;
-  host_matrix(std::size_t r, std::size_t c, layout o, std::size_t pad = 0)
-      : rows(r), cols(c), ld((o == layout::row_major ? c : r) + pad), order(o),
-        storage((o == layout::row_major ? r : c) * ld + 1, static_cast<T>(poison))
-  {
-  }
-  [[nodiscard]] matrix_ref<T> ref(T* base) const { return {base, rows, cols, ld, order}; }
-  [[nodiscard]] matrix_ref<T> ref() { return ref(storage.data()); }
-  [[nodiscard]] T& at(std::size_t i, std::size_t j) { return storage[ref().offset(i, j)]; }
-  [[nodiscard]] T at(std::size_t i, std::size_t j) const { return storage[ref(const_cast<T*>(storage.data())).offset(i, j)]; }
-};
-
-template <class T>
-void fill_random(host_matrix<T>& m, std::mt19937_64& rng)
-{
-  std::uniform_real_distribution<double> u(-1000.0, 1000.0);
-  for (std::size_t i = 0; i < m.rows; ++i) {
-    for (std::size_t j = 0; j < m.cols; ++j) { m.at(i, j) = static_cast<T>(u(rng)); }
-  }
-}
-
-/// Float64 reference of the documented semantics, from the T values.
-template <class T>
-struct reference_fit {
-  std::vector<double> min, max, scale;
-};
-
-template <class T>
-reference_fit<T> fit_reference(host_matrix<T> const& m, double lo, double hi)
-{
-  reference_fit<T> f;
-  double const eps = std::numeric_limits<T>::epsilon();
-  for (std::size_t j = 0; j < m.cols; ++j) {
-    double mn = std::numeric_limits<double>::infinity(), mx = -mn;
-    for (std::size_t i = 0; i < m.rows; ++i) {
-      double const x = m.at(i, j);
-      if (x < mn) { mn = x; }
-      if (x > mx) { mx = x; }
-    }
-    if (mn > mx) { mn = mx = std::numeric_limits<double>::quiet_NaN(); }
-    double range = mx - mn;
-    if (range < 10 * eps) { range = 1.0; }
-    f.min.push_back(mn);
-    f.max.push_back(mx);
-    f.scale.push_back((hi - lo) / range);
-  }
-  return f;
-}
-
-double transform_reference(double x, double mn, double scale, double lo, double hi, bool clip)
-{
-  double y = lo + (x - mn) * scale;
-  if (clip) { y = y < lo ? lo : (y > hi ? hi : y); }
-  return y;
-}
-
-/// |got - want| within a few units of T's rounding of the values involved; NaN must match NaN.
-template <class T>
-::testing::AssertionResult close(double got, double want, double magnitude)
-{
-  if (std::isnan(want)) {
-    return std::isnan(got) ? ::testing::AssertionSuccess() : ::testing::AssertionFailure() << "got " << got << ", want NaN";
-  }
-  double const tolerance = 16 * std::numeric_limits<T>::epsilon() * (magnitude + std::abs(want));
-  if (std::abs(got - want) <= tolerance || got == want) { return ::testing::AssertionSuccess(); }
-  return ::testing::AssertionFailure() << "got " << got << ", want " << want << " (tolerance " << tolerance << ")";
-}
-
-/// Checks `out` (every element, and that pitch padding still holds the poison) against the reference.
-template <class T>
-void expect_scaled(host_matrix<T> const& in, host_matrix<T> const& out, double lo, double hi, bool clip)
-{
-  auto const f = fit_reference(in, lo, hi);
-  std::size_t failures = 0;
-  for (std::size_t i = 0; i < in.rows && failures < 10; ++i) {
-    for (std::size_t j = 0; j < in.cols && failures < 10; ++j) {
-      double const want = transform_reference(in.at(i, j), f.min[j], f.scale[j], lo, hi, clip);
-      auto const result = close<T>(out.at(i, j), want, std::abs(lo) + std::abs(hi));
-      if (!result) {
-        ADD_FAILURE() << "(" << i << ", " << j << "): " << result.message();
-        ++failures;
-      }
-    }
-  }
-  std::vector<bool> element(out.storage.size(), false);
-  for (std::size_t i = 0; i < out.rows; ++i) {
-    for (std::size_t j = 0; j < out.cols; ++j) { element[const_cast<host_matrix<T>&>(out).ref().offset(i, j)] = true; }
-  }
-  for (std::size_t e = 0; e < out.storage.size(); ++e) {
-    if (!element[e]) { ASSERT_EQ(static_cast<double>(out.storage[e]), static_cast<double>(static_cast<T>(poison))) << "wrote outside the output at " << e; }
-  }
-}
 
 /// Runs minmax_normalize on the device for `in` and returns the output (poisoned beforehand).
 template <class T>
@@ -294,7 +203,7 @@ TYPED_TEST(MinMax, PartialFitIsBitIdenticalToOneFit)
 
 /// How many elements of `out` differ from transforming `x` with the fit `f` to [0, 1].
 template <class T>
-std::size_t mismatches(host_matrix<T> const& x, host_matrix<T> const& out, reference_fit<T> const& f)
+std::size_t mismatches(host_matrix<T> const& x, host_matrix<T> const& out, reference_fit const& f)
 {
   std::size_t count = 0;
   for (std::size_t i = 0; i < x.rows; ++i) {
@@ -625,24 +534,6 @@ TEST(MinMaxHost, ColumnChunksCoverEveryColumnOnceWithinTheirSize)
   std::vector<std::size_t> sizes(arrays.size(), std::size_t{8} << 20);
   sizes[0] = std::size_t{4} << 20;
   EXPECT_EQ(column_chunks(arrays, sizes).size(), 12U + 0 + 1 + 1 + 2);
-}
-
-TEST(MinMaxHost, ClusterSizeGivesSixteenValuesPerThreadWithinSharedMemory)
-{
-  using streamkit::detail::cluster_size;
-  // 512 threads x 16 values = 8192 rows per block; a block's slice holds 14336 doubles or 28672 floats.
-  EXPECT_EQ(cluster_size<double>(1536), 1U);
-  EXPECT_EQ(cluster_size<double>(8192), 1U);
-  EXPECT_EQ(cluster_size<double>(8193), 2U);
-  EXPECT_EQ(cluster_size<double>(16385), 3U);
-  EXPECT_EQ(cluster_size<double>(65536), 8U);
-  EXPECT_EQ(cluster_size<double>(114688), 8U);
-  EXPECT_EQ(cluster_size<float>(16384), 2U);
-  EXPECT_EQ(cluster_size<float>(229376), 8U);
-  for (std::size_t rows = 1536; rows <= 114688; rows += 977) {
-    unsigned const blocks = cluster_size<double>(rows);
-    EXPECT_LE((rows + blocks - 1) / blocks * sizeof(double), streamkit::detail::cluster_slice_bytes) << rows;
-  }
 }
 
 TEST(MinMaxHost, OrderedBitsPreserveTheOrder)

@@ -1,5 +1,6 @@
 // Haversine nearest neighbour against a float64 CPU brute force.
 #include "gpu_test.hpp"
+#include "nearest_reference.hpp"
 #include "test_support.hpp"
 
 #include <streamkit/haversine.hpp>
@@ -19,105 +20,14 @@ namespace {
 
 using streamkit::angle_unit;
 using streamkit::nn_precision;
+using streamkit_test::add_cluster;
+using streamkit_test::as_seen;
+using streamkit_test::converted;
+using streamkit_test::point_set;
+using streamkit_test::radians_set;
 using streamkit_test::to_device;
+using streamkit_test::uniform_points;
 using streamkit_test::to_host;
-
-/// Points in degrees (lat, lon) as double; converted to the tested type when uploaded.
-struct point_set {
-  std::vector<double> lat, lon;
-  [[nodiscard]] std::size_t size() const { return lat.size(); }
-  void add(double la, double lo)
-  {
-    lat.push_back(la);
-    lon.push_back(lo);
-  }
-};
-
-point_set uniform_points(std::size_t count, std::mt19937_64& rng)
-{
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  point_set points;
-  for (std::size_t i = 0; i < count; ++i) {
-    points.add(std::asin(2.0 * u(rng) - 1.0) * 180.0 / streamkit::pi, 360.0 * u(rng) - 180.0);
-  }
-  return points;
-}
-
-/// `count` points within `radius_m` metres of (lat, lon), longitudes wrapped into [-180, 180].
-void add_cluster(point_set& points, double lat, double lon, double radius_m, std::size_t count, std::mt19937_64& rng)
-{
-  std::uniform_real_distribution<double> u(-1.0, 1.0);
-  double const degrees = radius_m / (streamkit::earth_radius_km * 1000.0) * 180.0 / streamkit::pi;
-  for (std::size_t i = 0; i < count; ++i) {
-    double const la = std::clamp(lat + degrees * u(rng), -90.0, 90.0);
-    double lo = lon + degrees * u(rng) / std::max(std::cos(la * streamkit::pi / 180.0), 1e-3);
-    lo = lo > 180.0 ? lo - 360.0 : (lo < -180.0 ? lo + 360.0 : lo);
-    points.add(la, lo);
-  }
-}
-
-/// Points as the kernel sees them: latitude and longitude in radians, double, from the uploaded values.
-struct radians_set {
-  std::vector<double> lat, lon;
-  [[nodiscard]] std::size_t size() const { return lat.size(); }
-};
-
-template <class T>
-radians_set as_seen(std::vector<T> const& lat, std::vector<T> const& lon, angle_unit unit)
-{
-  radians_set out;
-  for (std::size_t i = 0; i < lat.size(); ++i) {
-    double la = static_cast<double>(lat[i]);
-    double lo = static_cast<double>(lon[i]);
-    if (unit == angle_unit::degrees) {
-      la = streamkit::radians_from_degrees(la);
-      lo = streamkit::radians_from_degrees(lo);
-    }
-    out.lat.push_back(std::clamp(la, -streamkit::pi / 2, streamkit::pi / 2));
-    out.lon.push_back(lo);
-  }
-  return out;
-}
-
-double true_distance(radians_set const& a, std::size_t i, radians_set const& b, std::size_t j)
-{
-  return streamkit::haversine(a.lat[i], a.lon[i], b.lat[j], b.lon[j]);
-}
-
-struct reference_answer {
-  std::vector<std::int64_t> index;
-  std::vector<double> distance;
-};
-
-/// Float64 brute force; ties go to the smallest index.
-reference_answer brute_force(radians_set const& obs, radians_set const& refs)
-{
-  reference_answer answer{std::vector<std::int64_t>(obs.size()), std::vector<double>(obs.size())};
-  for (std::size_t i = 0; i < obs.size(); ++i) {
-    double best = std::numeric_limits<double>::infinity();
-    std::int64_t index = -1;
-    for (std::size_t j = 0; j < refs.size(); ++j) {
-      double const d = true_distance(obs, i, refs, j);
-      if (d < best) {
-        best = d;
-        index = static_cast<std::int64_t>(j);
-      }
-    }
-    answer.index[i] = index;
-    answer.distance[i] = best;
-  }
-  return answer;
-}
-
-template <class T>
-std::vector<T> converted(std::vector<double> const& degrees, angle_unit unit)
-{
-  std::vector<T> out(degrees.size());
-  for (std::size_t i = 0; i < degrees.size(); ++i) {
-    out[i] = static_cast<T>(unit == angle_unit::degrees ? degrees[i] : streamkit::radians_from_degrees(degrees[i]));
-  }
-  return out;
-}
 
 struct case_options {
   nn_precision precision = nn_precision::fast;
@@ -164,34 +74,7 @@ void check_search(point_set const& obs, point_set const& refs, case_options cons
   std::vector<Index> const got_index = to_host(index, s);
   std::vector<T> const got_distance = to_host(distance, s);
 
-  reference_answer const expected = brute_force(seen_obs, seen_refs);
-  std::size_t failures = 0;
-  for (std::size_t i = 0; i < obs.size() && failures < 10; ++i) {
-    Index const j = got_index[i];
-    if (j < 0 || static_cast<std::size_t>(j) >= refs.size()) {
-      ADD_FAILURE() << "observation " << i << ": index " << j << " (expected " << expected.index[i] << ")";
-      ++failures;
-      continue;
-    }
-    double const d = true_distance(seen_obs, i, seen_refs, static_cast<std::size_t>(j));
-    if (options.precision == nn_precision::exact) {
-      // Indices equal the float64 answer except at ties closer than float64 rounding.
-      if (j != expected.index[i] && d - expected.distance[i] > 4e-16) {
-        ADD_FAILURE() << "observation " << i << ": index " << j << " at " << d << " rad, expected " << expected.index[i]
-                      << " at " << expected.distance[i];
-        ++failures;
-      }
-    } else if (d > expected.distance[i] + 2e-7) {
-      ADD_FAILURE() << "observation " << i << ": index " << j << " is " << d - expected.distance[i]
-                    << " rad farther than the nearest (" << expected.index[i] << ")";
-      ++failures;
-    }
-    if (std::abs(static_cast<double>(got_distance[i]) - d) > 2e-7) {
-      ADD_FAILURE() << "observation " << i << ": reported distance " << got_distance[i] << ", true " << d;
-      ++failures;
-    }
-  }
-  EXPECT_EQ(failures, 0U);
+  streamkit_test::expect_nearest(seen_obs, seen_refs, got_index, got_distance, options.precision, 1.0);
 }
 
 class NearestNeighbor : public ::testing::Test {
@@ -421,27 +304,6 @@ TEST(NearestNeighborHost, IndexTypeMustHoldEveryReference)
   STREAMKIT_EXPECT_THROW_WITH(streamkit::detail::expect_index_capacity<std::int32_t>((std::size_t{1} << 31) + 1),
                               std::invalid_argument, "a 32-bit index cannot hold 2147483649 references; use int64");
   EXPECT_NO_THROW(streamkit::detail::expect_index_capacity<std::int64_t>((std::size_t{1} << 40)));
-}
-
-TEST(NearestNeighborHost, PlanFillsTheDeviceForAnyShape)
-{
-  std::size_t const per_block = 1024, tile = 512, resident = 132 * 8;
-  struct shape { std::size_t n, m; };
-  for (auto const [n, m] : {shape{1 << 24, 1 << 14}, shape{1 << 16, 1 << 13}, shape{1 << 10, 1 << 22}, shape{1, 1},
-                            shape{1, 1 << 22}, shape{12345, 678}}) {
-    auto const plan = streamkit::detail::plan_nearest(n, m, per_block, tile, resident);
-    EXPECT_EQ(plan.obs_blocks, (n + per_block - 1) / per_block);
-    EXPECT_GE(plan.slices, 1U);
-    EXPECT_EQ(plan.slice_length % tile, 0U);
-    EXPECT_GE(plan.slices * plan.slice_length, m) << "every reference is covered";
-    EXPECT_LT((plan.slices - 1) * plan.slice_length, m) << "no empty slice";
-    std::size_t const blocks = plan.obs_blocks * plan.slices;
-    if (m >= tile * 2 * resident) { EXPECT_GE(blocks, resident) << n << " x " << m; }
-  }
-  auto const wide = streamkit::detail::plan_nearest(1 << 10, 1 << 22, per_block, tile, resident);
-  EXPECT_GE(wide.slices, resident);
-  auto const tall = streamkit::detail::plan_nearest(1 << 24, 1 << 14, per_block, tile, resident);
-  EXPECT_EQ(tall.slices, 1U);
 }
 
 TEST(Haversine, KnownDistances)

@@ -6,8 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
+#include <thread>
 #include <vector>
 
 namespace streamkit_test {
@@ -37,5 +39,33 @@ inline std::uint64_t fresh_seed()
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
   return seed;
 }
+
+/// Calls f(begin, end) on disjoint ranges covering [0, count), on every hardware thread when the
+/// `work` they stand for (default: `count`) is large (CPU references of billions of elements),
+/// inline otherwise.
+template <class F>
+void parallel_for(std::size_t count, F const& f, std::size_t work = 0)
+{
+  std::size_t const threads = std::min<std::size_t>(std::max(1U, std::thread::hardware_concurrency()), count);
+  if ((work == 0 ? count : work) < (std::size_t{1} << 16) || threads <= 1) {
+    f(std::size_t{0}, count);
+    return;
+  }
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < threads; ++t) { pool.emplace_back(f, count * t / threads, count * (t + 1) / threads); }
+  for (auto& thread : pool) { thread.join(); }
+}
+
+/// A well-mixed 64-bit hash (splitmix64's finaliser): random values by position, filled in parallel.
+inline std::uint64_t mix(std::uint64_t x)
+{
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+/// A uniform double in [0, 1) from a hash.
+inline double unit_interval(std::uint64_t hash) { return static_cast<double>(hash >> 11) * 0x1.0p-53; }
 
 }  // namespace streamkit_test

@@ -3,6 +3,7 @@
 /// A non-owning view of a 2-D array: rows × cols with a leading dimension, row- or column-major.
 
 #include <cstddef>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -65,6 +66,11 @@ void expect_matrix(matrix_ref<T> const& m, char const* argument)
   STREAMKIT_EXPECTS(m.ld >= minimum || m.rows == 0 || m.cols == 0, std::invalid_argument,
                     std::string(argument) + ": leading dimension " + std::to_string(m.ld) + " is less than the " +
                       (m.order == layout::row_major ? "width " : "height ") + std::to_string(minimum));
+  std::size_t const outer = m.order == layout::row_major ? m.rows : m.cols;
+  STREAMKIT_EXPECTS(m.rows == 0 || m.cols == 0 || outer - 1 <= (std::numeric_limits<std::size_t>::max() - minimum) / m.ld,
+                    std::invalid_argument,
+                    std::string(argument) + ": " + std::to_string(m.rows) + " x " + std::to_string(m.cols) + " elements with a leading dimension of " +
+                      std::to_string(m.ld) + " span more than std::size_t can address");
 }
 }  // namespace detail
 

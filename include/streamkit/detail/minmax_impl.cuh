@@ -42,44 +42,33 @@ scaling<T> scaling_of(minmax_options<T> const& options) noexcept
   return {options.lo, options.hi, options.clip};
 }
 
-inline unsigned blocks_for(std::size_t count, unsigned block)
+inline int sm_count_of(stream_ref stream)
 {
-  return static_cast<unsigned>(std::clamp<std::size_t>((count + block - 1) / block, 1, 1U << 20));
+  int sm_count = 0;
+  STREAMKIT_CUDA_TRY(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, stream.device()));
+  return sm_count;
 }
 
-/// Folds x into the ordered accumulators: one block per 32 columns (row-major) or 8 columns
-/// (column-major) per row chunk, with chunks sized for 32 (row-major) or 4 (column-major) blocks per SM.
+/// Folds x into the ordered accumulators (grids: plan_reduce).
 template <class T>
 void reduce_into(matrix_ref<T const> const& x, ordered_t<T>* min_bits, ordered_t<T>* max_bits, stream_ref stream)
 {
   if (x.rows == 0 || x.cols == 0) { return; }
-  int sm_count = 0;
-  STREAMKIT_CUDA_TRY(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, stream.device()));
-  bool const row_major = x.order == layout::row_major;
-  // Column-major blocks read 8 whole columns each, so fewer, longer blocks: 4 per SM measured fastest
-  // for 98450 x 60 doubles on an H100 (reduce 22.5 us, against 31.8 us at 32 per SM).
-  std::size_t const wanted_blocks = static_cast<std::size_t>(sm_count) * (row_major ? 32 : 4);
-  if (row_major && x.ld == x.cols && 256 % x.cols == 0) {
-    std::size_t const rows_per_block = std::max<std::size_t>((x.rows + wanted_blocks - 1) / wanted_blocks, 256 / x.cols);
-    minmax_reduce_narrow<T><<<blocks_for(x.rows, static_cast<unsigned>(rows_per_block)), 256, 0, stream.value()>>>(
-      x.data, x.rows, x.cols, rows_per_block, min_bits, max_bits);
-    STREAMKIT_CHECK_LAUNCH();
-    return;
+  reduce_plan const plan = plan_reduce(x, sm_count_of(stream));
+  if (plan.narrow) {
+    minmax_reduce_narrow<T><<<plan.grid_x, reduce_narrow_block, 0, stream.value()>>>(x.data, x.rows, x.cols, plan.rows_per_block,
+                                                                                      min_bits, max_bits);
+  } else {
+    minmax_reduce<T><<<dim3(plan.grid_x, plan.grid_y), dim3(rows_block_x, rows_block_y), 0, stream.value()>>>(
+      x, plan.rows_per_block, min_bits, max_bits);
   }
-  std::size_t const column_blocks = (x.cols + (row_major ? rows_block_x : rows_block_y) - 1) / (row_major ? rows_block_x : rows_block_y);
-  std::size_t const row_chunks = std::clamp<std::size_t>(wanted_blocks / column_blocks, 1, 65535);
-  std::size_t const minimum_rows = row_major ? 64 : 256;
-  std::size_t rows_per_block = std::max((x.rows + row_chunks - 1) / row_chunks, minimum_rows);
-  rows_per_block = std::max(rows_per_block, (x.rows + 65534) / 65535);
-  dim3 const grid(static_cast<unsigned>(column_blocks), static_cast<unsigned>((x.rows + rows_per_block - 1) / rows_per_block));
-  minmax_reduce<T><<<grid, dim3(rows_block_x, rows_block_y), 0, stream.value()>>>(x, rows_per_block, min_bits, max_bits);
   STREAMKIT_CHECK_LAUNCH();
 }
 
 template <class T>
 void reset_bits(std::size_t cols, ordered_t<T>* min_bits, ordered_t<T>* max_bits, stream_ref stream)
 {
-  minmax_reset<T><<<blocks_for(cols, 256), 256, 0, stream.value()>>>(cols, min_bits, max_bits);
+  minmax_reset<T><<<column_grid(cols), column_block, 0, stream.value()>>>(cols, min_bits, max_bits);
   STREAMKIT_CHECK_LAUNCH();
 }
 
@@ -87,48 +76,34 @@ template <class T>
 void finalize(std::size_t cols, ordered_t<T> const* min_bits, ordered_t<T> const* max_bits, scaling<T> const& s, T* min,
               T* max, T* scale, stream_ref stream)
 {
-  minmax_finalize<T><<<blocks_for(cols, 256), 256, 0, stream.value()>>>(cols, min_bits, max_bits, s, min, max, scale);
+  minmax_finalize<T><<<column_grid(cols), column_block, 0, stream.value()>>>(cols, min_bits, max_bits, s, min, max, scale);
   STREAMKIT_CHECK_LAUNCH();
 }
 
-/// Whether minmax_cols_cluster takes `in`: column-major, at least cluster_min_rows long and short
-/// enough for a cluster's shared memory, the kernel compiled for sm_90 or later (clusters).
+/// Whether minmax_cols_cluster was compiled for sm_90 or later (clusters) for this device.
 template <class T>
-bool fits_cols_cluster(matrix_ref<T const> const& in)
+bool clusters_available()
 {
-  if (in.order != layout::column_major || in.rows < cluster_min_rows) { return false; }
-  if ((in.rows + cluster_blocks - 1) / cluster_blocks * sizeof(T) > cluster_slice_bytes) { return false; }
-  if (in.cols > std::size_t{std::numeric_limits<int>::max()} / cluster_blocks) { return false; }
   cudaFuncAttributes attributes{};
   STREAMKIT_CUDA_TRY(cudaFuncGetAttributes(&attributes, minmax_cols_cluster<T>));
   return attributes.ptxVersion >= 90;
 }
 
-/// Blocks per cluster for columns of `rows`: cluster_values per thread, as many as shared memory needs.
 template <class T>
-unsigned cluster_size(std::size_t rows) noexcept
+void launch_cols_cluster(matrix_ref<T const> const& in, matrix_ref<T> const& out, minmax_plan const& plan, scaling<T> const& s,
+                         T* min, T* max, stream_ref stream)
 {
-  std::size_t const for_values = (rows + cluster_block * cluster_values - 1) / (cluster_block * cluster_values);
-  std::size_t const for_memory = (rows * sizeof(T) + cluster_slice_bytes - 1) / cluster_slice_bytes;
-  return static_cast<unsigned>(std::clamp<std::size_t>(std::max(for_values, for_memory), 1, cluster_blocks));
-}
-
-template <class T>
-void launch_cols_cluster(matrix_ref<T const> const& in, matrix_ref<T> const& out, scaling<T> const& s, T* min, T* max,
-                         stream_ref stream)
-{
-  unsigned const blocks = cluster_size<T>(in.rows);
-  std::size_t const slice_bytes = (in.rows + blocks - 1) / blocks * sizeof(T);
+  std::size_t const slice_bytes = (in.rows + plan.cluster_blocks - 1) / plan.cluster_blocks * sizeof(T);
   // Always the largest slice, never this call's: another thread may launch the kernel in between.
   STREAMKIT_CUDA_TRY(
     cudaFuncSetAttribute(minmax_cols_cluster<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(cluster_slice_bytes)));
   cudaLaunchAttribute cluster{};
   cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = blocks;
+  cluster.val.clusterDim.x = plan.cluster_blocks;
   cluster.val.clusterDim.y = 1;
   cluster.val.clusterDim.z = 1;
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(in.cols * blocks));
+  config.gridDim = dim3(plan.grid_x);
   config.blockDim = dim3(cluster_block);
   config.dynamicSmemBytes = slice_bytes;
   config.stream = stream.value();
@@ -142,10 +117,8 @@ void apply(matrix_ref<T const> const& in, matrix_ref<T> const& out, T const* min
            stream_ref stream)
 {
   if (in.rows == 0 || in.cols == 0) { return; }
-  int sm_count = 0;
-  STREAMKIT_CUDA_TRY(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, stream.device()));
-  unsigned const blocks = std::min(blocks_for(in.rows * in.cols, apply_block * apply_unroll), static_cast<unsigned>(sm_count) * 32);
-  minmax_apply<T, Inverse><<<blocks, apply_block, 0, stream.value()>>>(in, out, min, scale, s);
+  minmax_apply<T, Inverse><<<apply_grid(in.rows, in.cols, sm_count_of(stream)), apply_block, 0, stream.value()>>>(in, out, min,
+                                                                                                                 scale, s);
   STREAMKIT_CHECK_LAUNCH();
 }
 
@@ -184,20 +157,19 @@ void minmax_normalize_async(matrix_ref<T const> in, matrix_ref<T> out, minmax_op
   if (in.rows == 0 || in.cols == 0) { return; }
   device_guard guard(stream.device());
   auto const s = detail::scaling_of(options);
-  if (in.order == layout::row_major && in.rows <= detail::rows_fused_limit) {
-    unsigned const blocks = static_cast<unsigned>((in.cols + detail::rows_block_x - 1) / detail::rows_block_x);
-    detail::minmax_rows_fused<T><<<blocks, dim3(detail::rows_block_x, detail::rows_block_y), 0, stream.value()>>>(in, out, s, min, max);
-    STREAMKIT_CHECK_LAUNCH();
-    return;
-  }
-  if (in.order == layout::column_major && in.rows <= detail::cols_fused_limit) {
-    detail::minmax_cols_fused<T><<<detail::blocks_for(in.cols, 8), 256, 0, stream.value()>>>(in, out, s, min, max);
-    STREAMKIT_CHECK_LAUNCH();
-    return;
-  }
-  if (detail::fits_cols_cluster(in)) {
-    detail::launch_cols_cluster(in, out, s, min, max, stream);
-    return;
+  detail::minmax_plan const plan = detail::plan_normalize(in, detail::clusters_available<T>);
+  switch (plan.path) {
+    case detail::minmax_path::rows_fused:
+      detail::minmax_rows_fused<T><<<plan.grid_x, dim3(detail::rows_block_x, detail::rows_block_y), 0, stream.value()>>>(
+        in, out, s, min, max);
+      STREAMKIT_CHECK_LAUNCH();
+      return;
+    case detail::minmax_path::cols_fused:
+      detail::minmax_cols_fused<T><<<plan.grid_x, detail::cols_fused_block, 0, stream.value()>>>(in, out, s, min, max);
+      STREAMKIT_CHECK_LAUNCH();
+      return;
+    case detail::minmax_path::cols_cluster: detail::launch_cols_cluster(in, out, plan, s, min, max, stream); return;
+    case detail::minmax_path::two_pass: break;
   }
   device_buffer<detail::ordered_t<T>> bits(2 * in.cols, stream);
   device_buffer<T> fitted(3 * in.cols, stream);

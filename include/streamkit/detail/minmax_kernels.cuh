@@ -1,6 +1,7 @@
 #pragma once
 // Kernels of column min-max scaling (see minmax.cuh).
 
+#include <streamkit/detail/minmax_plan.hpp>
 #include <streamkit/matrix.hpp>
 
 #include <cooperative_groups.h>
@@ -111,13 +112,6 @@ __device__ inline void settle(T& min, T& max)
   if (min > max) { min = max = cuda::std::numeric_limits<T>::quiet_NaN(); }
 }
 
-inline constexpr int rows_block_x = 32;        // columns per block of the row-major kernels
-inline constexpr int rows_block_y = 8;         // thread rows per block
-inline constexpr int rows_per_thread = 8;      // values each thread keeps in registers
-inline constexpr int rows_fused_limit = rows_block_y * rows_per_thread;  // 64 rows: fit + transform in one read
-inline constexpr int cols_per_thread = 8;
-inline constexpr int cols_fused_limit = 32 * cols_per_thread;  // 256 rows: one warp per column
-
 /// Row-major, rows ≤ 64: each block holds 32 whole columns in registers, reduces them, and writes
 /// the scaled values: one read and one write of the data.
 template <class T>
@@ -160,7 +154,7 @@ __global__ void __launch_bounds__(rows_block_x * rows_block_y)
 
 /// Column-major, rows ≤ 256: one warp per column, the column in registers, one read and one write.
 template <class T>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(cols_fused_block)
   minmax_cols_fused(matrix_ref<T const> in, matrix_ref<T> out, scaling<T> s, T* min_out, T* max_out)
 {
   std::size_t const j = blockIdx.x * std::size_t{blockDim.x / 32} + threadIdx.x / 32;
@@ -189,17 +183,6 @@ __global__ void __launch_bounds__(256)
     if (i < in.rows) { out(i, j) = scale_value(values[k], min, scale, s); }
   }
 }
-
-inline constexpr int cluster_blocks = 8;          // the most blocks per cluster (the portable maximum) of minmax_cols_cluster
-inline constexpr int cluster_block = 512;         // threads per block of minmax_cols_cluster
-inline constexpr int cluster_batch = 16;          // loads in flight per thread
-inline constexpr std::size_t cluster_slice_bytes = 112 * 1024;  // shared memory per block: two blocks fit on an SM
-// Values per thread that the cluster size aims at, and the shortest column given to clusters. Measured
-// on an H100 with 47 MB of column-major doubles: clusters sized for 16 values per thread took 39 to 43 us
-// from 8000 to 32000 rows, where 8-block clusters took 97 to 49 us; below about 1500 rows (3 values per
-// thread of a one-block cluster) the two-pass path (60 us) is faster.
-inline constexpr std::size_t cluster_values = 16;
-inline constexpr std::size_t cluster_min_rows = 3 * cluster_block;
 
 /// Column-major, cluster_min_rows to cluster_blocks × cluster_slice_bytes rows (on sm_90 and later): a
 /// cluster of blocks per column, each block keeping its slice of the column in shared memory; the
@@ -338,9 +321,6 @@ __global__ void minmax_finalize(std::size_t cols, ordered_t<T> const* min_bits, 
   }
 }
 
-inline constexpr int apply_block = 256;
-inline constexpr int apply_unroll = 4;  // independent loads in flight per thread
-
 /// A position in storage order, (outer, inner) = (row, column) for row-major and (column, row) for
 /// column-major, advanced by a fixed number of elements without dividing.
 struct storage_cursor {
@@ -402,12 +382,12 @@ __global__ void __launch_bounds__(apply_block)
 /// Dense row-major matrices with few columns (cols divides 256): a flat, fully coalesced reduction
 /// in which every thread always meets the same column (256 / cols rows per step).
 template <class T>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(reduce_narrow_block)
   minmax_reduce_narrow(T const* data, std::size_t rows, std::size_t cols, std::size_t rows_per_block,
                        ordered_t<T>* min_bits, ordered_t<T>* max_bits)
 {
-  __shared__ ordered_t<T> shared_min[256];
-  __shared__ ordered_t<T> shared_max[256];
+  __shared__ ordered_t<T> shared_min[reduce_narrow_block];
+  __shared__ ordered_t<T> shared_max[reduce_narrow_block];
   T const infinity = cuda::std::numeric_limits<T>::infinity();
   if (threadIdx.x < cols) {
     shared_min[threadIdx.x] = to_ordered(infinity);
@@ -418,7 +398,7 @@ __global__ void __launch_bounds__(256)
   std::size_t const row_end = row_begin + rows_per_block < rows ? row_begin + rows_per_block : rows;
   T min = infinity;
   T max = -infinity;
-  for (std::size_t e = row_begin * cols + threadIdx.x; e < row_end * cols; e += 256) { fold(data[e], min, max); }
+  for (std::size_t e = row_begin * cols + threadIdx.x; e < row_end * cols; e += reduce_narrow_block) { fold(data[e], min, max); }
   if (min <= max) {
     atomicMin(shared_min + threadIdx.x % cols, to_ordered(min));
     atomicMax(shared_max + threadIdx.x % cols, to_ordered(max));

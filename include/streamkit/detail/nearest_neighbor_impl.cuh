@@ -1,6 +1,7 @@
 #pragma once
 // Host facade of the nearest-neighbour search: validation, planning and launches.
 
+#include <streamkit/detail/launch.hpp>
 #include <streamkit/detail/nearest_neighbor_kernels.cuh>
 #include <streamkit/device.hpp>
 #include <streamkit/error.hpp>
@@ -81,12 +82,6 @@ inline double distance_scale(nearest_options const& options)
   }
 }
 
-/// Grid size for simple grid-stride kernels.
-inline unsigned grid_for(std::size_t count, unsigned block)
-{
-  return static_cast<unsigned>(std::clamp<std::size_t>((count + block - 1) / block, 1, 65535));
-}
-
 }  // namespace detail
 
 template <class T>
@@ -120,7 +115,7 @@ void haversine_index<T>::update(points_ref<T> references, stream_ref stream)
   unsigned long long* const invalid_count = scratch_.invalid_count_.data();
   STREAMKIT_CUDA_TRY(cudaMemsetAsync(invalid_count, 0, sizeof(unsigned long long), stream.value()));
   std::byte* const base = references_.data();
-  prepare_references<T><<<grid_for(m, 256), 256, 0, stream.value()>>>(
+  prepare_references<T><<<grid_size("prepare_references", m, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
     source_of(references), m, layout.vectors(base), layout.precise(base), layout.coordinates(base), invalid_count);
   STREAMKIT_CHECK_LAUNCH();
   reject_invalid(invalid_count, "references", stream);
@@ -187,7 +182,7 @@ void haversine_index<T>::search(points_ref<T> observations, nearest_result_ref<I
   if (options_.on_invalid == invalid_points::reject) {
     unsigned long long* const invalid_count = scratch.invalid_count_.data();
     STREAMKIT_CUDA_TRY(cudaMemsetAsync(invalid_count, 0, sizeof(unsigned long long), stream.value()));
-    count_invalid_points<T><<<grid_for(n, 256), 256, 0, stream.value()>>>(source, n, invalid_count);
+    count_invalid_points<T><<<grid_size("count_invalid_points", n, 256, grid_stride_blocks), 256, 0, stream.value()>>>(source, n, invalid_count);
     STREAMKIT_CHECK_LAUNCH();
     reject_invalid(invalid_count, "observations", stream);
   }
@@ -209,11 +204,11 @@ void haversine_index<T>::search(points_ref<T> observations, nearest_result_ref<I
   reference_layout const layout(count_, options_.precision == nn_precision::exact);
   std::byte const* const base = references_.data();
 
-  dim3 const grid(static_cast<unsigned>(plan.obs_blocks), static_cast<unsigned>(plan.slices));
+  dim3 const grid(plan.obs_blocks, plan.slices);
   nearest_pass1<V, Index, T><<<grid, shape::threads, 0, stream.value()>>>(
     source, n, layout.vectors(base), layout.precise(base), count_, plan.slice_length, partial_value, partial_index);
   STREAMKIT_CHECK_LAUNCH();
-  nearest_pass2<V, Index, T><<<grid_for(n, 256), 256, 0, stream.value()>>>(
+  nearest_pass2<V, Index, T><<<grid_size("nearest_pass2", n, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
     source, n, layout.coordinates(base), plan.slices, partial_value, partial_index, result.index, result.distance,
     distance_scale(options_));
   STREAMKIT_CHECK_LAUNCH();

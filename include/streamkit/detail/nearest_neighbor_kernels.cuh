@@ -1,6 +1,7 @@
 #pragma once
 // Kernels and launch planning of the haversine nearest-neighbour search (see nearest_neighbor.cuh).
 
+#include <streamkit/detail/nearest_neighbor_plan.hpp>
 #include <streamkit/haversine.hpp>
 
 #include <cuda/std/limits>
@@ -37,51 +38,12 @@ struct alignas(16) lat_lon {
   double lat, lon;
 };
 
-/// Compile-time shape of the pass-1 kernel; V is the type of its partial minima: float for
-/// nn_precision::fast, double for nn_precision::exact (whose float loop is refined in double).
-template <class V>
-struct pass1_shape {
-  static constexpr int threads = 128;
-  // Independent accumulators per thread; amortises each shared load. Exact mode keeps double vectors
-  // and minima beside the float ones (164 registers at 8): 4 measured 101 ms against 182 ms for
-  // 2^24 x 2^14 on an H100.
-  static constexpr int obs_per_thread = std::is_same_v<V, double> ? 4 : 8;
-  static constexpr int group = 32;  // references between index updates
-  static constexpr int tile = 512;  // references per shared-memory tile (8 KiB of float vectors)
-};
-
 /// Bound on |float chord² − double chord²| for unit vectors rounded from the same double vectors.
 /// With u = 2^-24: each float component is off by at most u, each float difference by at most
 /// 2u + u|d| ≤ 4u, so the sum of squares by at most 2·4u·Σ|d_k| ≤ 8u·2√3 ≈ 28u, and the three float
 /// roundings of the sum add at most 3u·4 = 12u: 40u ≈ 2.4e-6 in all (the double value's own error is
 /// ~1e-15). 4e-6 leaves a margin.
 inline constexpr double float_chord2_error = 4e-6;
-
-/// How pass 1 is laid out: observation blocks × reference slices.
-struct nearest_plan {
-  std::size_t obs_per_block = 0;
-  std::size_t obs_blocks = 0;
-  std::size_t slice_length = 0;  ///< references per slice, a multiple of the tile (except the last slice)
-  std::size_t slices = 0;
-};
-
-/// Splits the reference set into just enough slices that observation blocks × slices fills the
-/// device about twice over (`resident_blocks` = SMs × blocks per SM), whatever N and M are.
-[[nodiscard]] inline nearest_plan plan_nearest(std::size_t n, std::size_t m, std::size_t obs_per_block, std::size_t tile,
-                                               std::size_t resident_blocks) noexcept
-{
-  nearest_plan plan;
-  plan.obs_per_block = obs_per_block;
-  plan.obs_blocks = (n + obs_per_block - 1) / obs_per_block;
-  std::size_t const target_blocks = 2 * std::max<std::size_t>(resident_blocks, 1);
-  std::size_t const max_slices = std::max<std::size_t>((m + tile - 1) / tile, 1);
-  std::size_t const wanted = (target_blocks + plan.obs_blocks - 1) / std::max<std::size_t>(plan.obs_blocks, 1);
-  std::size_t const slices = std::clamp<std::size_t>(wanted, 1, std::min<std::size_t>(max_slices, 65535));
-  std::size_t const per_slice = (m + slices - 1) / slices;
-  plan.slice_length = (per_slice + tile - 1) / tile * tile;
-  plan.slices = (m + plan.slice_length - 1) / plan.slice_length;
-  return plan;
-}
 
 /// Where a kernel reads points from.
 template <class T>

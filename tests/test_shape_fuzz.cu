@@ -1,0 +1,693 @@
+// Shape fuzz: random and extreme shapes for every public bulk entry point, each result compared
+// element by element with a float64 CPU reference, outputs poisoned first.
+//
+//   STREAMKIT_FUZZ_SEED    seed of the random shapes (default 20261123; printed)
+//   STREAMKIT_FUZZ_SHAPES  random shapes per family, min-max and nearest neighbour (default 100)
+//   STREAMKIT_FUZZ_GIANT   0 leaves out the shapes of 2^31 elements and more (sanitizer runs)
+//
+// The extreme shapes are named after the launch-size thresholds of the code they sit at
+// (detail/minmax_plan.hpp, detail/launch.hpp, detail/nearest_neighbor_kernels.cuh); the giant ones
+// run only where the GPU and the host have the memory, and say so when they do not.
+#include "gpu_test.hpp"
+#include "minmax_reference.hpp"
+#include "nearest_reference.hpp"
+#include "test_support.hpp"
+
+#include <streamkit/dispatcher.hpp>
+#include <streamkit/minmax.cuh>
+#include <streamkit/minmax_dispatch.cuh>
+#include <streamkit/nearest_neighbor.cuh>
+#include <streamkit/nearest_neighbor_dispatch.cuh>
+#include <streamkit/stream.hpp>
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using streamkit::layout;
+using streamkit_test::host_matrix;
+using streamkit_test::to_device;
+using streamkit_test::to_host;
+
+std::uint64_t environment(char const* name, std::uint64_t fallback)
+{
+  char const* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? std::strtoull(value, nullptr, 10) : fallback;
+}
+
+struct fuzz_settings {
+  std::uint64_t seed = environment("STREAMKIT_FUZZ_SEED", 20261123);
+  std::size_t shapes = environment("STREAMKIT_FUZZ_SHAPES", 100);
+  bool giant = environment("STREAMKIT_FUZZ_GIANT", 1) != 0;
+};
+
+/// Whether `device_bytes` fit in the GPU's free memory and `host_bytes` in the host's available
+/// memory, with a margin; prints why not.
+bool memory_allows(std::size_t device_bytes, std::size_t host_bytes, std::string const& what)
+{
+  std::size_t free = 0, total = 0;
+  STREAMKIT_CUDA_TRY(cudaMemGetInfo(&free, &total));
+  std::size_t const host = static_cast<std::size_t>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  if (device_bytes <= free / 10 * 9 && host_bytes <= host / 10 * 8) { return true; }
+  std::printf("shape fuzz: %s left out: needs %.1f GB of GPU memory (%.1f free) and %.1f GB of host memory (%.1f available)\n",
+              what.c_str(), device_bytes / 1e9, free / 1e9, host_bytes / 1e9, host / 1e9);
+  return false;
+}
+
+std::size_t log_uniform(std::mt19937_64& rng, std::size_t lo, std::size_t hi)
+{
+  std::uniform_real_distribution<double> u(std::log(static_cast<double>(lo)), std::log(static_cast<double>(hi) + 1.0));
+  return std::clamp<std::size_t>(static_cast<std::size_t>(std::exp(u(rng))), lo, hi);
+}
+
+/// A value at or around one of `thresholds` (−2 … +2), or log-uniform in [lo, hi].
+std::size_t near_threshold_or_random(std::mt19937_64& rng, std::vector<std::size_t> const& thresholds, std::size_t lo, std::size_t hi)
+{
+  if (std::bernoulli_distribution(0.5)(rng)) {
+    std::size_t const t = thresholds[std::uniform_int_distribution<std::size_t>(0, thresholds.size() - 1)(rng)];
+    long const delta = std::uniform_int_distribution<long>(-2, 2)(rng);
+    return std::clamp<std::size_t>(static_cast<std::size_t>(std::max<long>(1, static_cast<long>(t) + delta)), lo, hi);
+  }
+  return log_uniform(rng, lo, hi);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Min-max
+
+enum class minmax_entry { normalize_async, normalize, column_minmax, scaler, scaler_partial, dispatch };
+char const* name_of(minmax_entry e)
+{
+  switch (e) {
+    case minmax_entry::normalize_async: return "minmax_normalize_async";
+    case minmax_entry::normalize: return "minmax_normalize";
+    case minmax_entry::column_minmax: return "column_minmax_async";
+    case minmax_entry::scaler: return "minmax_scaler fit/transform/inverse_transform";
+    case minmax_entry::scaler_partial: return "minmax_scaler fit/partial_fit/transform";
+    case minmax_entry::dispatch: break;
+  }
+  return "dispatch_minmax_normalize";
+}
+
+struct minmax_case {
+  minmax_entry entry = minmax_entry::normalize_async;
+  bool is_double = false;
+  std::size_t rows = 1, cols = 1, pad = 0;
+  layout order = layout::row_major;
+  bool in_place = true;
+  layout out_order = layout::row_major;
+  std::size_t out_pad = 0;
+  double lo = 0, hi = 1;
+  bool clip = false;
+  bool special_columns = false;  // NaN, all-NaN and constant columns
+  std::size_t chunk_bytes = 0;   // dispatch only
+  [[nodiscard]] std::string describe() const
+  {
+    std::ostringstream s;
+    s << name_of(entry) << " " << (is_double ? "double " : "float ") << rows << " x " << cols
+      << (order == layout::row_major ? " row" : " column") << "-major pad " << pad;
+    if (in_place) {
+      s << " in place";
+    } else {
+      s << " -> " << (out_order == layout::row_major ? "row" : "column") << "-major pad " << out_pad;
+    }
+    s << " range [" << lo << ", " << hi << "]" << (clip ? " clip" : "") << (special_columns ? " NaN/constant columns" : "");
+    if (entry == minmax_entry::dispatch) { s << " chunk_bytes " << chunk_bytes; }
+    return s.str();
+  }
+};
+
+template <class T>
+void add_special_columns(host_matrix<T>& m, std::mt19937_64& rng)
+{
+  std::uniform_int_distribution<std::size_t> column(0, m.cols - 1);
+  T const nan = std::numeric_limits<T>::quiet_NaN();
+  for (int k = 0; k < 3; ++k) {
+    std::size_t const j = column(rng);
+    for (std::size_t i = 0; i < m.rows; ++i) {
+      if (k == 0 && i % 3 == 1) { m.at(i, j) = nan; }  // some NaN
+      if (k == 1) { m.at(i, j) = T(42.5); }           // constant
+      if (k == 2) { m.at(i, j) = nan; }               // all NaN
+    }
+  }
+}
+
+/// Runs one min-max case on the device and checks every element.
+template <class T>
+void run_minmax(minmax_case const& c, std::mt19937_64& rng, streamkit::stream const& s, streamkit::dispatcher& gpus)
+{
+  SCOPED_TRACE(c.describe());
+  host_matrix<T> in(c.rows, c.cols, c.order, c.pad);
+  streamkit_test::fill_random(in, rng);
+  if (c.special_columns) { add_special_columns(in, rng); }
+  streamkit::minmax_options<T> const options{static_cast<T>(c.lo), static_cast<T>(c.hi), c.clip};
+  host_matrix<T> out(c.rows, c.cols, c.in_place ? c.order : c.out_order, c.in_place ? c.pad : c.out_pad);
+
+  if (c.entry == minmax_entry::dispatch) {
+    host_matrix<T> scratch = in;
+    host_matrix<T>& target = c.in_place ? scratch : out;
+    streamkit::dispatch_minmax_normalize<T>(gpus, {scratch.ref()}, {target.ref()}, options,
+                                            streamkit::pageable_transfer::stage, c.chunk_bytes);
+    streamkit_test::expect_scaled(in, target, c.lo, c.hi, c.clip);
+    return;
+  }
+
+  auto d_in = to_device(in.storage, s);
+  auto const in_ref = in.ref(d_in.data());
+  std::optional<streamkit::device_buffer<T>> d_out;
+  if (!c.in_place) { d_out.emplace(to_device(out.storage, s)); }
+  auto const out_ref = c.in_place ? in_ref : out.ref(d_out->data());
+  auto const fetch = [&] { return c.in_place ? to_host(d_in, s) : to_host(*d_out, s); };
+
+  switch (c.entry) {
+    case minmax_entry::normalize_async:
+    case minmax_entry::normalize: {
+      auto d_min = to_device(std::vector<T>(c.cols, T(streamkit_test::poison)), s);
+      auto d_max = to_device(std::vector<T>(c.cols, T(streamkit_test::poison)), s);
+      if (c.entry == minmax_entry::normalize) {
+        s.sync();  // the blocking form runs on the thread's default stream
+        streamkit::minmax_normalize<T>(in_ref, out_ref, options);
+      } else {
+        streamkit::minmax_normalize_async<T>(in_ref, out_ref, options, s, d_min.data(), d_max.data());
+      }
+      out.storage = fetch();
+      streamkit_test::expect_scaled(in, out, c.lo, c.hi, c.clip);
+      if (c.entry == minmax_entry::normalize_async) {
+        auto const f = streamkit_test::fit_reference(in, c.lo, c.hi);
+        auto const mins = to_host(d_min, s), maxs = to_host(d_max, s);
+        for (std::size_t j = 0; j < c.cols; ++j) {
+          bool const nan = std::isnan(f.min[j]);
+          ASSERT_TRUE(nan ? std::isnan(mins[j]) && std::isnan(maxs[j]) : mins[j] == f.min[j] && maxs[j] == f.max[j])
+            << "column " << j << ": min " << mins[j] << " max " << maxs[j] << ", want " << f.min[j] << " " << f.max[j];
+        }
+      }
+      return;
+    }
+    case minmax_entry::column_minmax: {
+      auto d_min = to_device(std::vector<T>(c.cols, T(streamkit_test::poison)), s);
+      auto d_max = to_device(std::vector<T>(c.cols, T(streamkit_test::poison)), s);
+      streamkit::column_minmax_async<T>(in_ref, d_min.data(), d_max.data(), s);
+      auto const f = streamkit_test::fit_reference(in, 0, 1);
+      auto const mins = to_host(d_min, s), maxs = to_host(d_max, s);
+      std::size_t wrong = 0;
+      for (std::size_t j = 0; j < c.cols; ++j) {
+        bool const nan = std::isnan(f.min[j]);
+        bool const right = nan ? std::isnan(mins[j]) && std::isnan(maxs[j]) : mins[j] == f.min[j] && maxs[j] == f.max[j];
+        if (!right && ++wrong <= 10) { ADD_FAILURE() << "column " << j << ": min " << mins[j] << " max " << maxs[j]; }
+      }
+      EXPECT_EQ(wrong, 0U);
+      return;
+    }
+    case minmax_entry::scaler:
+    case minmax_entry::scaler_partial: {
+      // Fit on `in` (whole, or in two row batches), transform another matrix of the same width.
+      streamkit::minmax_scaler<T> scaler(options);
+      if (c.entry == minmax_entry::scaler_partial && c.rows >= 2) {
+        std::size_t const split = std::uniform_int_distribution<std::size_t>(1, c.rows - 1)(rng);
+        auto first = in_ref, second = in_ref;
+        first.rows = split;
+        second.rows = c.rows - split;
+        second.data = in_ref.data + (c.order == layout::row_major ? split * in_ref.ld : split);
+        scaler.fit_async(first, s);
+        scaler.partial_fit_async(second, s);
+      } else {
+        scaler.fit_async(in_ref, s);
+      }
+      host_matrix<T> y(std::max<std::size_t>(1, c.rows / 2 + 1), c.cols, c.order, c.pad);
+      streamkit_test::fill_random(y, rng);
+      for (auto& v : y.storage) { v = v * T(1.5); }  // beyond the fitted range, so that clip matters
+      host_matrix<T> z(y.rows, y.cols, c.in_place ? c.order : c.out_order, c.in_place ? c.pad : c.out_pad);
+      auto d_y = to_device(y.storage, s);
+      auto d_z = to_device(z.storage, s);
+      scaler.transform_async(y.ref(d_y.data()), z.ref(d_z.data()), s);
+      z.storage = to_host(d_z, s);
+      auto const f = streamkit_test::fit_reference(in, c.lo, c.hi);
+      double const range = std::abs(c.lo) + std::abs(c.hi);
+      streamkit_test::expect_elements(
+        z, [&](std::size_t i, std::size_t j) { return streamkit_test::transform_reference(y.at(i, j), f.min[j], f.scale[j], c.lo, c.hi, c.clip); },
+        [&](std::size_t i, std::size_t j) { return range + std::abs((std::abs(y.at(i, j)) + std::abs(f.min[j])) * f.scale[j]); });
+      if (c.entry == minmax_entry::scaler && !c.clip) {
+        host_matrix<T> back(y.rows, y.cols, y.order, y.ld - y.line_length());
+        auto d_back = to_device(back.storage, s);
+        scaler.inverse_transform_async(z.ref(d_z.data()), back.ref(d_back.data()), s);
+        back.storage = to_host(d_back, s);
+        streamkit_test::expect_elements(
+          back,
+          [&](std::size_t i, std::size_t j) {  // an all-NaN fitted column transforms everything to NaN
+            return std::isnan(f.min[j]) ? std::numeric_limits<double>::quiet_NaN() : static_cast<double>(y.at(i, j));
+          },
+          [&](std::size_t i, std::size_t j) { return 3000.0 + std::abs(f.min[j]) + range / std::abs(f.scale[j]) + std::abs(y.at(i, j)); });
+      }
+      return;
+    }
+    case minmax_entry::dispatch: break;
+  }
+}
+
+/// Thresholds of the min-max launch code that a row count can sit at.
+std::vector<std::size_t> minmax_row_thresholds()
+{
+  using namespace streamkit::detail;
+  std::size_t const per_cluster_block = cluster_block * cluster_values;  // rows where cluster_size steps
+  return {1, 2, rows_fused_limit, cols_fused_limit, cluster_min_rows, per_cluster_block, 2 * per_cluster_block,
+          cluster_blocks * cluster_slice_bytes / sizeof(double), cluster_blocks * cluster_slice_bytes / sizeof(float),
+          std::size_t{apply_block} * apply_unroll};
+}
+/// ... and a column count: block widths, the flat reduction's widths (divisors of 256) and the
+/// per-column kernels' blocks.
+std::vector<std::size_t> minmax_column_thresholds()
+{
+  using namespace streamkit::detail;
+  return {1, 2, 3, 7, 8, rows_block_x, 64, 255, 256, 257, column_block, 4096};
+}
+
+minmax_case random_minmax_case(std::mt19937_64& rng)
+{
+  minmax_case c;
+  std::bernoulli_distribution coin(0.5);
+  c.entry = static_cast<minmax_entry>(std::uniform_int_distribution<int>(0, 5)(rng));
+  c.is_double = coin(rng);
+  c.order = coin(rng) ? layout::row_major : layout::column_major;
+  std::size_t const budget = log_uniform(rng, 1, c.entry == minmax_entry::dispatch ? std::size_t{1} << 21 : std::size_t{1} << 23);
+  if (coin(rng)) {
+    c.rows = near_threshold_or_random(rng, minmax_row_thresholds(), 1, budget);
+    c.cols = std::max<std::size_t>(1, log_uniform(rng, 1, std::max<std::size_t>(1, budget / c.rows)));
+  } else {
+    c.cols = near_threshold_or_random(rng, minmax_column_thresholds(), 1, budget);
+    c.rows = std::max<std::size_t>(1, log_uniform(rng, 1, std::max<std::size_t>(1, budget / c.cols)));
+  }
+  c.pad = coin(rng) ? 0 : std::uniform_int_distribution<std::size_t>(1, 40)(rng);
+  c.in_place = coin(rng);
+  c.out_order = coin(rng) ? layout::row_major : layout::column_major;
+  c.out_pad = coin(rng) ? 0 : std::uniform_int_distribution<std::size_t>(1, 9)(rng);
+  c.lo = std::uniform_real_distribution<double>(-5, 5)(rng);
+  c.hi = c.lo + log_uniform(rng, 1, 100) / 10.0;
+  c.clip = coin(rng);
+  c.special_columns = std::bernoulli_distribution(0.3)(rng);
+  if (c.entry == minmax_entry::dispatch) { c.chunk_bytes = coin(rng) ? 0 : log_uniform(rng, 1, std::size_t{1} << 22); }
+  return c;
+}
+
+/// Shapes at the edges of the launch arithmetic, in place with the asynchronous form unless said.
+std::vector<minmax_case> extreme_minmax_cases()
+{
+  std::vector<minmax_case> cases;
+  auto const add = [&](std::size_t rows, std::size_t cols, layout order, bool is_double = false,
+                       minmax_entry entry = minmax_entry::normalize_async) {
+    minmax_case c;
+    c.rows = rows;
+    c.cols = cols;
+    c.order = order;
+    c.out_order = order;
+    c.is_double = is_double;
+    c.entry = entry;
+    cases.push_back(c);
+  };
+  std::size_t const past_old_cap = (std::size_t{1} << 23) + 1000;  // 2^20 blocks of 8 columns, the cap before the fix
+  for (layout order : {layout::row_major, layout::column_major}) {
+    for (bool is_double : {false, true}) {
+      add(1, past_old_cap, order, is_double);
+      add(2, past_old_cap, order, is_double);
+      add(past_old_cap, 1, order, is_double);
+    }
+    add(1, past_old_cap, order, false, minmax_entry::scaler);
+    add(past_old_cap, 2, order, false, minmax_entry::column_minmax);
+    add(1, past_old_cap, order, false, minmax_entry::column_minmax);
+  }
+  return cases;
+}
+
+/// Shapes of 2^31 elements and more, in place: each kernel's index arithmetic past 32 bits.
+std::vector<minmax_case> giant_minmax_cases()
+{
+  std::vector<minmax_case> cases;
+  auto const add = [&](std::size_t rows, std::size_t cols, layout order) {
+    minmax_case c;
+    c.rows = rows;
+    c.cols = cols;
+    c.order = order;
+    c.out_order = order;
+    cases.push_back(c);
+  };
+  std::size_t const past_2p31 = (std::size_t{1} << 31) + 5;
+  add(4, (std::size_t{1} << 29) + 5, layout::row_major);                                       // minmax_rows_fused
+  add(past_2p31, 1, layout::row_major);                                                        // minmax_reduce_narrow, minmax_apply's stride
+  add(past_2p31, 1, layout::column_major);                                                     // two-pass: one column of 2^31 rows
+  add(streamkit::detail::cols_fused_limit, (std::size_t{1} << 23) + 3, layout::column_major);  // minmax_cols_fused
+  add(65, (std::size_t{1} << 24) + 5, layout::row_major);  // minmax_reset/finalize past their grid-stride cap
+  return cases;
+}
+
+/// Runs `count` cases, printing the time of each one that takes over a second, and of all.
+template <class Run>
+void run_cases(char const* family, std::size_t count, Run const& run)
+{
+  using clock = std::chrono::steady_clock;
+  auto const start = clock::now();
+  std::size_t done = 0;
+  for (; done < count && !::testing::Test::HasFatalFailure(); ++done) {
+    auto const case_start = clock::now();
+    std::string const what = run(done);
+    double const seconds = std::chrono::duration<double>(clock::now() - case_start).count();
+    if (seconds > 1.0) { std::printf("shape fuzz:   %.1f s: %s\n", seconds, what.c_str()); }
+  }
+  std::printf("shape fuzz: %zu %s shapes in %.1f s\n", done, family, std::chrono::duration<double>(clock::now() - start).count());
+}
+
+class ShapeFuzz : public ::testing::Test {
+ protected:
+  void SetUp() override
+  {
+    STREAMKIT_REQUIRE_GPU();
+    std::printf("shape fuzz: seed %llu (STREAMKIT_FUZZ_SEED), %zu random shapes (STREAMKIT_FUZZ_SHAPES), giant shapes %s\n",
+                static_cast<unsigned long long>(settings.seed), settings.shapes, settings.giant ? "on" : "off (STREAMKIT_FUZZ_GIANT=0)");
+    RecordProperty("seed", std::to_string(settings.seed));
+  }
+  fuzz_settings settings;
+  std::mt19937_64 rng{settings.seed};
+};
+
+std::string run_minmax_case(minmax_case const& c, std::mt19937_64& rng, streamkit::stream const& s, streamkit::dispatcher& gpus)
+{
+  if (c.is_double) {
+    run_minmax<double>(c, rng, s, gpus);
+  } else {
+    run_minmax<float>(c, rng, s, gpus);
+  }
+  return c.describe();
+}
+
+TEST_F(ShapeFuzz, MinMaxEveryEntryPointMatchesTheReference)
+{
+  streamkit::stream const s(0);
+  streamkit::dispatcher gpus;
+  auto const extremes = extreme_minmax_cases();
+  run_cases("extreme min-max", extremes.size(), [&](std::size_t k) { return run_minmax_case(extremes[k], rng, s, gpus); });
+  run_cases("random min-max", settings.shapes, [&](std::size_t) { return run_minmax_case(random_minmax_case(rng), rng, s, gpus); });
+}
+
+TEST_F(ShapeFuzz, MinMaxGiantShapesMatchTheReference)
+{
+  if (!settings.giant) { GTEST_SKIP() << "STREAMKIT_FUZZ_GIANT=0: shapes of 2^31 elements left out"; }
+  streamkit::stream const s(0);
+  streamkit::dispatcher gpus;
+  auto const giants = giant_minmax_cases();
+  run_cases("giant min-max", giants.size(), [&](std::size_t k) {
+    auto const& c = giants[k];
+    std::size_t const value = c.is_double ? 8 : 4;
+    std::size_t const bytes = c.rows * c.cols * value;
+    // Device: the matrix in place, fitted minima and maxima and the two-pass scratch. Host: input,
+    // output and the copy coming back, and the float64 reference per column.
+    if (memory_allows(bytes + c.cols * 8 * value, 3 * bytes + c.cols * (24 + 2 * value), c.describe())) {
+      run_minmax_case(c, rng, s, gpus);
+    }
+    return c.describe();
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Nearest neighbour
+
+enum class nearest_entry { index_query, index_query_scratch, index_update, one_shot_async, one_shot, dispatch };
+char const* name_of(nearest_entry e)
+{
+  switch (e) {
+    case nearest_entry::index_query: return "haversine_index::query_async";
+    case nearest_entry::index_query_scratch: return "haversine_index::query_async with a scratch";
+    case nearest_entry::index_update: return "haversine_index::update then query";
+    case nearest_entry::one_shot_async: return "nearest_neighbor_async";
+    case nearest_entry::one_shot: return "nearest_neighbor";
+    case nearest_entry::dispatch: break;
+  }
+  return "dispatch_nearest_neighbor";
+}
+
+struct nearest_case {
+  nearest_entry entry = nearest_entry::index_query;
+  bool is_double = false;
+  bool int64 = false;
+  std::size_t n = 1, m = 1;
+  std::size_t stride = 1;  // 1: separate arrays; 2 and more: lat and lon interleaved in records of `stride`
+  streamkit::angle_unit unit = streamkit::angle_unit::degrees;
+  streamkit::nn_precision precision = streamkit::nn_precision::fast;
+  streamkit::distance_unit distance = streamkit::distance_unit::radians;
+  bool with_distance = true;
+  streamkit::invalid_points on_invalid = streamkit::invalid_points::reject;
+  bool invalid_observations = false;  // with reject: the call must throw and write nothing
+  bool clustered = false;             // many near-ties and duplicates
+  std::size_t chunk_items = 0;        // dispatch only
+  [[nodiscard]] std::string describe() const
+  {
+    std::ostringstream s;
+    s << name_of(entry) << " " << (is_double ? "double" : "float") << (int64 ? " int64 " : " int32 ") << n << " x " << m << " stride "
+      << stride << (unit == streamkit::angle_unit::degrees ? " degrees" : " radians")
+      << (precision == streamkit::nn_precision::exact ? " exact" : " fast") << " distance unit " << static_cast<int>(distance)
+      << (with_distance ? "" : " no distance") << (on_invalid == streamkit::invalid_points::mark ? " mark" : " reject")
+      << (invalid_observations ? " with invalid observations" : "") << (clustered ? " clustered" : "");
+    if (entry == nearest_entry::dispatch) { s << " chunk_items " << chunk_items; }
+    return s.str();
+  }
+};
+
+streamkit_test::point_set random_points(std::size_t count, bool clustered, std::mt19937_64& rng)
+{
+  if (!clustered) { return streamkit_test::uniform_points(count, rng); }
+  streamkit_test::point_set points;
+  auto const centres = streamkit_test::uniform_points(std::max<std::size_t>(1, count / 500), rng);
+  for (std::size_t k = 0; points.size() < count; ++k) {
+    std::size_t const c = k % centres.size();
+    streamkit_test::add_cluster(points, centres.lat[c], centres.lon[c], 2000.0, std::min<std::size_t>(count - points.size(), 50), rng);
+    if (points.size() < count && k % 7 == 0) { points.add(points.lat.back(), points.lon.back()); }  // an exact duplicate
+  }
+  return points;
+}
+
+/// Marks about 1 % of `points` invalid (NaN, ±inf, a latitude beyond the pole), at least one.
+void spoil(streamkit_test::point_set& points, std::mt19937_64& rng)
+{
+  std::uniform_int_distribution<std::size_t> pick(0, points.size() - 1);
+  double const bad[] = {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(), 95.0, -91.0};
+  for (std::size_t k = 0; k <= points.size() / 100; ++k) {
+    std::size_t const i = pick(rng);
+    if (k % 2 == 0) {
+      points.lat[i] = bad[k / 2 % 4];
+    } else {
+      points.lon[i] = bad[k / 2 % 2];
+    }
+  }
+}
+
+/// Device points in the case's layout, and what the kernel sees.
+template <class T>
+struct device_points {
+  std::vector<streamkit::device_buffer<T>> storage;
+  std::vector<T> lat, lon;  // host values, in the case's unit
+  streamkit::points_ref<T> ref;
+  streamkit_test::radians_set seen;
+};
+
+template <class T>
+device_points<T> upload(streamkit_test::point_set const& p, nearest_case const& c, streamkit::stream const& s)
+{
+  device_points<T> d;
+  d.lat = streamkit_test::converted<T>(p.lat, c.unit);
+  d.lon = streamkit_test::converted<T>(p.lon, c.unit);
+  d.seen = streamkit_test::as_seen(d.lat, d.lon, c.unit);
+  if (c.stride == 1) {
+    d.storage.push_back(to_device(d.lat, s));
+    d.storage.push_back(to_device(d.lon, s));
+    d.ref = streamkit::points_ref<T>::separate(d.storage[0].data(), d.storage[1].data(), p.size(), c.unit);
+    return d;
+  }
+  std::vector<T> records(p.size() * c.stride + 1, T(-777));  // padding between records
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    records[i * c.stride] = d.lat[i];
+    records[i * c.stride + 1] = d.lon[i];
+  }
+  d.storage.push_back(to_device(records, s));
+  d.ref = {d.storage[0].data(), d.storage[0].data() + 1, p.size(), c.stride, c.unit};
+  return d;
+}
+
+double scale_of(streamkit::distance_unit unit)
+{
+  switch (unit) {
+    case streamkit::distance_unit::kilometres: return streamkit::earth_radius_km;
+    case streamkit::distance_unit::metres: return streamkit::earth_radius_km * 1000.0;
+    case streamkit::distance_unit::radians: break;
+  }
+  return 1.0;
+}
+
+template <class T, class Index>
+void run_nearest(nearest_case const& c, std::mt19937_64& rng, streamkit::stream const& s, streamkit::dispatcher& gpus)
+{
+  SCOPED_TRACE(c.describe());
+  auto obs_points = random_points(c.n, c.clustered, rng);
+  auto ref_points = random_points(c.m, c.clustered, rng);
+  if (c.clustered && c.n > 1) {  // observations exactly on references: ties between duplicates
+    for (std::size_t i = 0; i < c.n; i += 11) {
+      obs_points.lat[i] = ref_points.lat[i % c.m];
+      obs_points.lon[i] = ref_points.lon[i % c.m];
+    }
+  }
+  if (c.on_invalid == streamkit::invalid_points::mark) {
+    spoil(obs_points, rng);
+    spoil(ref_points, rng);
+  }
+  if (c.invalid_observations) { spoil(obs_points, rng); }
+  streamkit::nearest_options options;
+  options.precision = c.precision;
+  options.on_invalid = c.on_invalid;
+  options.unit = c.distance;
+
+  std::vector<Index> got_index(c.n, Index{-7});
+  std::vector<T> got_distance(c.with_distance ? c.n : 0, T(-12345));
+  if (c.entry == nearest_entry::dispatch) {
+    auto const obs_lat = streamkit_test::converted<T>(obs_points.lat, c.unit), obs_lon = streamkit_test::converted<T>(obs_points.lon, c.unit);
+    auto const ref_lat = streamkit_test::converted<T>(ref_points.lat, c.unit), ref_lon = streamkit_test::converted<T>(ref_points.lon, c.unit);
+    streamkit::dispatch_nearest_neighbor<T, Index>(gpus, {obs_lat.data(), obs_lon.data(), c.n, c.unit},
+                                                   {ref_lat.data(), ref_lon.data(), c.m, c.unit}, got_index.data(),
+                                                   c.with_distance ? got_distance.data() : nullptr, options, c.chunk_items);
+    streamkit_test::expect_nearest(streamkit_test::as_seen(obs_lat, obs_lon, c.unit), streamkit_test::as_seen(ref_lat, ref_lon, c.unit),
+                                   got_index, got_distance, c.precision, scale_of(c.distance));
+    return;
+  }
+
+  auto const obs = upload<T>(obs_points, c, s);
+  auto const refs = upload<T>(ref_points, c, s);
+  auto d_index = to_device(got_index, s);
+  std::optional<streamkit::device_buffer<T>> d_distance;
+  if (c.with_distance) { d_distance.emplace(to_device(got_distance, s)); }
+  streamkit::nearest_result_ref<Index, T> const result{d_index.data(), c.with_distance ? d_distance->data() : nullptr};
+  auto const search = [&] {
+    switch (c.entry) {
+      case nearest_entry::index_query: {
+        streamkit::haversine_index<T> index(refs.ref, options, s);
+        index.query_async(obs.ref, result, s);
+        break;
+      }
+      case nearest_entry::index_query_scratch: {
+        streamkit::haversine_index<T> const index(refs.ref, options, s);
+        streamkit::nearest_scratch scratch;
+        index.query_async(obs.ref, result, s, scratch);
+        s.sync();  // the index and the scratch must outlive the query
+        break;
+      }
+      case nearest_entry::index_update: {
+        // Prepared first on another set of another size, then updated to this one.
+        auto const other = upload<T>(streamkit_test::uniform_points(log_uniform(rng, 1, 2 * c.m), rng), nearest_case{}, s);
+        streamkit::nearest_options lenient = options;
+        streamkit::haversine_index<T> index(other.ref, lenient, s);
+        index.update(refs.ref, s);
+        index.query_async(obs.ref, result, s);
+        break;
+      }
+      case nearest_entry::one_shot_async: streamkit::nearest_neighbor_async(obs.ref, refs.ref, result, options, s); break;
+      case nearest_entry::one_shot:
+        s.sync();  // the blocking form runs on the thread's default stream
+        streamkit::nearest_neighbor(obs.ref, refs.ref, result, options);
+        break;
+      case nearest_entry::dispatch: break;
+    }
+  };
+  if (c.invalid_observations && c.on_invalid == streamkit::invalid_points::reject) {
+    STREAMKIT_EXPECT_THROW_WITH(search(), std::invalid_argument, "observations: ");
+    for (Index j : to_host(d_index, s)) { ASSERT_EQ(j, Index{-7}) << "a rejected search wrote an index"; }
+    return;
+  }
+  search();
+  got_index = to_host(d_index, s);
+  if (c.with_distance) { got_distance = to_host(*d_distance, s); }
+  streamkit_test::expect_nearest(obs.seen, refs.seen, got_index, got_distance, c.precision, scale_of(c.distance));
+}
+
+nearest_case random_nearest_case(std::mt19937_64& rng)
+{
+  nearest_case c;
+  std::bernoulli_distribution coin(0.5);
+  c.entry = static_cast<nearest_entry>(std::uniform_int_distribution<int>(0, 5)(rng));
+  c.is_double = coin(rng);
+  c.int64 = coin(rng);
+  c.precision = coin(rng) ? streamkit::nn_precision::fast : streamkit::nn_precision::exact;
+  // Thresholds: observations per pass-1 block (1024 fast, 512 exact), the reference tile (512).
+  std::vector<std::size_t> const thresholds{1, 2, 32, 128, 512, 1024, 2048, 4096};
+  std::size_t const pairs = log_uniform(rng, 1, std::size_t{1} << 24);
+  if (coin(rng)) {
+    c.n = near_threshold_or_random(rng, thresholds, 1, pairs);
+    c.m = log_uniform(rng, 1, std::max<std::size_t>(1, pairs / c.n));
+  } else {
+    c.m = near_threshold_or_random(rng, thresholds, 1, pairs);
+    c.n = log_uniform(rng, 1, std::max<std::size_t>(1, pairs / c.m));
+  }
+  c.stride = std::uniform_int_distribution<std::size_t>(1, 4)(rng);
+  c.unit = coin(rng) ? streamkit::angle_unit::degrees : streamkit::angle_unit::radians;
+  c.distance = static_cast<streamkit::distance_unit>(std::uniform_int_distribution<int>(0, 2)(rng));
+  c.with_distance = std::bernoulli_distribution(0.8)(rng);
+  c.on_invalid = coin(rng) ? streamkit::invalid_points::reject : streamkit::invalid_points::mark;
+  c.invalid_observations = c.on_invalid == streamkit::invalid_points::reject && c.entry != nearest_entry::dispatch &&
+                           std::bernoulli_distribution(0.1)(rng);
+  c.clustered = std::bernoulli_distribution(0.3)(rng);
+  if (c.entry == nearest_entry::dispatch) {
+    c.stride = 1;
+    c.chunk_items = coin(rng) ? 0 : log_uniform(rng, 1, c.n);
+  }
+  return c;
+}
+
+std::vector<nearest_case> extreme_nearest_cases()
+{
+  std::vector<nearest_case> cases;
+  auto const add = [&](std::size_t n, std::size_t m, streamkit::nn_precision precision, bool int64 = false) {
+    nearest_case c;
+    c.n = n;
+    c.m = m;
+    c.precision = precision;
+    c.int64 = int64;
+    cases.push_back(c);
+  };
+  // Past the grid-stride kernels' cap (grid_stride_blocks × 256 observations), with few references.
+  std::size_t const past_stride_cap = streamkit::detail::grid_stride_blocks * 256 + 259;
+  // More tiles than pass 1 has slices (max_grid_yz × 512 references), with few observations.
+  std::size_t const past_slice_cap = streamkit::detail::max_grid_yz * 512 + 7;
+  for (auto precision : {streamkit::nn_precision::fast, streamkit::nn_precision::exact}) {
+    add(1, 1, precision);
+    add(past_stride_cap, 3, precision);
+    add(3, past_slice_cap, precision, precision == streamkit::nn_precision::exact);
+    add((std::size_t{1} << 24) + 1, 1, precision);
+    add(1, (std::size_t{1} << 24) + 1, precision);
+  }
+  return cases;
+}
+
+TEST_F(ShapeFuzz, NearestNeighbourEveryEntryPointMatchesTheBruteForce)
+{
+  streamkit::stream const s(0);
+  streamkit::dispatcher gpus;
+  auto const run = [&](nearest_case const& c) {
+    if (c.is_double) {
+      c.int64 ? run_nearest<double, std::int64_t>(c, rng, s, gpus) : run_nearest<double, std::int32_t>(c, rng, s, gpus);
+    } else {
+      c.int64 ? run_nearest<float, std::int64_t>(c, rng, s, gpus) : run_nearest<float, std::int32_t>(c, rng, s, gpus);
+    }
+    return c.describe();
+  };
+  auto const extremes = extreme_nearest_cases();
+  run_cases("extreme nearest-neighbour", extremes.size(), [&](std::size_t k) { return run(extremes[k]); });
+  run_cases("random nearest-neighbour", settings.shapes, [&](std::size_t) { return run(random_nearest_case(rng)); });
+}
+
+}  // namespace
