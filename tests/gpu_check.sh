@@ -13,7 +13,9 @@
 # fail on purpose (a bad device id) are expected, so API errors are not reported: a real one throws
 # and fails its test.
 # The shape fuzz (test_shape_fuzz.cu) runs under every tool with STREAMKIT_SANITIZER_FUZZ_SHAPES random
-# shapes per family (default 20) and without its giant shapes.
+# shapes per family (default 20) and without its giant shapes; racecheck, which instruments every
+# shared-memory access, also without its fixed extreme shapes (the plain pass and the other tools run them).
+# STREAMKIT_GPU_CHECK_STEPS picks the steps (default "tests memcheck synccheck initcheck racecheck").
 # Each memcheck, synccheck and initcheck run is limited to STREAMKIT_SANITIZER_TIMEOUT seconds (default
 # 300; the whole suite takes under 60 s per tool on an H100) and a run that goes over is killed and
 # reported as a failure naming the test it was in. racecheck runs each test in a process of its own,
@@ -37,10 +39,14 @@ if [ -z "$binary" ]; then
   binary=$build/tests/streamkit_tests
 fi
 
+steps=" ${STREAMKIT_GPU_CHECK_STEPS:-tests memcheck synccheck initcheck racecheck} "
 summary=()
-"$binary" >"$logs/tests.log" 2>&1
-status=$?
-summary+=("tests:      $(grep -E '^\[  PASSED  \]' "$logs/tests.log" | head -1) $(grep -E '^\[  FAILED  \] [0-9]+ test' "$logs/tests.log" | head -1) (exit $status)")
+status=0
+if [[ $steps == *" tests "* ]]; then
+  "$binary" >"$logs/tests.log" 2>&1
+  status=$?
+  summary+=("tests:      $(grep -E '^\[  PASSED  \]' "$logs/tests.log" | head -1) $(grep -E '^\[  FAILED  \] [0-9]+ test' "$logs/tests.log" | head -1) (exit $status)")
+fi
 
 filter='-*Overlap*:*Faster*'
 slow_filter='-*Overlap*:*Faster*:*HostToHost*:*Stress*:*ManyThreads*'
@@ -54,9 +60,10 @@ failed=$status
 
 # Runs the sanitizer `tool` over the tests that `filter` selects, killed after `seconds`; sets $code.
 sanitize() {
-  local tool=$1 filter=$2 seconds=$3 log=$4
+  local tool=$1 filter=$2 seconds=$3 log=$4 extremes=1
   shift 4
-  STREAMKIT_FUZZ_SHAPES=$fuzz_shapes STREAMKIT_FUZZ_GIANT=0 timeout -s KILL "$seconds" "$sanitizer" --tool "$tool" "$@" --report-api-errors no --error-exitcode 99 "$binary" \
+  [ "$tool" = racecheck ] && extremes=0
+  STREAMKIT_FUZZ_SHAPES=$fuzz_shapes STREAMKIT_FUZZ_GIANT=0 STREAMKIT_FUZZ_EXTREMES=$extremes timeout -s KILL "$seconds" "$sanitizer" --tool "$tool" "$@" --report-api-errors no --error-exitcode 99 "$binary" \
     --gtest_filter="$filter" >"$log" 2>&1
   code=$?
   # The sanitizer's child, if it outlived it.
@@ -65,6 +72,7 @@ sanitize() {
 }
 
 for tool in memcheck synccheck initcheck; do
+  [[ $steps == *" $tool "* ]] || continue
   extra=()
   tool_filter=$slow_filter
   if [ "$tool" = memcheck ]; then
@@ -81,38 +89,40 @@ for tool in memcheck synccheck initcheck; do
   summary+=("$(printf '%-11s' "$tool:") $result (exit $code)")
 done
 
-# racecheck: one process per test, each run again after a hang, twice at most.
-mkdir -p "$logs/racecheck"
-race_tests=$("$binary" --gtest_list_tests --gtest_filter="$slow_filter" |
-  awk '/^[^ ].*\.( |$)/ { suite = $1; next } /^  [^ ]/ { print suite $1 }')
-race_count=0
-race_hazards=0
-race_skipped=0
-race_host=0
-race_failed=()
-race_killed=()
-for name in $race_tests; do
-  race_count=$((race_count + 1))
-  log="$logs/racecheck/${name//\//_}.log"
-  for attempt in 1 2 3; do
-    sanitize racecheck "$name" "$test_limit" "$log"
-    [ $code -ne 137 ] && break
-    race_killed+=("$name")
+if [[ $steps == *" racecheck "* ]]; then
+  # racecheck: one process per test, each run again after a hang, twice at most.
+  mkdir -p "$logs/racecheck"
+  race_tests=$("$binary" --gtest_list_tests --gtest_filter="$slow_filter" |
+    awk '/^[^ ].*\.( |$)/ { suite = $1; next } /^  [^ ]/ { print suite $1 }')
+  race_count=0
+  race_hazards=0
+  race_skipped=0
+  race_host=0
+  race_failed=()
+  race_killed=()
+  for name in $race_tests; do
+    race_count=$((race_count + 1))
+    log="$logs/racecheck/${name//\//_}.log"
+    for attempt in 1 2 3; do
+      sanitize racecheck "$name" "$test_limit" "$log"
+      [ $code -ne 137 ] && break
+      race_killed+=("$name")
+    done
+    hazards=$(grep -oE 'RACECHECK SUMMARY: [0-9]+ hazard' "$log" | grep -oE '[0-9]+' | tail -1)
+    race_hazards=$((race_hazards + ${hazards:-0}))
+    if grep -qE '^\[  SKIPPED \] 1 test' "$log"; then race_skipped=$((race_skipped + 1)); fi
+    # A host-side test makes no CUDA call, which the sanitizer reports as an error (exit 255).
+    if grep -q 'terminated before first instrumented API call' "$log"; then
+      race_host=$((race_host + 1))
+      code=0
+    fi
+    if [ $code -ne 0 ] || ! grep -qE '^\[  (PASSED  |SKIPPED )\] 1 test' "$log"; then race_failed+=("$name (exit $code)"); fi
   done
-  hazards=$(grep -oE 'RACECHECK SUMMARY: [0-9]+ hazard' "$log" | grep -oE '[0-9]+' | tail -1)
-  race_hazards=$((race_hazards + ${hazards:-0}))
-  if grep -qE '^\[  SKIPPED \] 1 test' "$log"; then race_skipped=$((race_skipped + 1)); fi
-  # A host-side test makes no CUDA call, which the sanitizer reports as an error (exit 255).
-  if grep -q 'terminated before first instrumented API call' "$log"; then
-    race_host=$((race_host + 1))
-    code=0
-  fi
-  if [ $code -ne 0 ] || ! grep -qE '^\[  (PASSED  |SKIPPED )\] 1 test' "$log"; then race_failed+=("$name (exit $code)"); fi
-done
-[ ${#race_failed[@]} -ne 0 ] && failed=1
-result="$race_count tests ($race_host without CUDA calls, $race_skipped skipped), one process each: $race_hazards hazards, ${#race_failed[@]} failed${race_failed[*]:+: ${race_failed[*]}}"
-result+="; runs killed after ${test_limit} s (each test then run again): ${#race_killed[@]}${race_killed[*]:+ (${race_killed[*]})}"
-summary+=("$(printf '%-11s' "racecheck:") $result (exit $([ ${#race_failed[@]} -eq 0 ] && echo 0 || echo 1))")
+  [ ${#race_failed[@]} -ne 0 ] && failed=1
+  result="$race_count tests ($race_host without CUDA calls, $race_skipped skipped), one process each: $race_hazards hazards, ${#race_failed[@]} failed${race_failed[*]:+: ${race_failed[*]}}"
+  result+="; runs killed after ${test_limit} s (each test then run again): ${#race_killed[@]}${race_killed[*]:+ (${race_killed[*]})}"
+  summary+=("$(printf '%-11s' "racecheck:") $result (exit $([ ${#race_failed[@]} -eq 0 ] && echo 0 || echo 1))")
+fi
 
 printf '%s\n' "${summary[@]}"
 exit $failed

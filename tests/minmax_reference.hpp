@@ -189,15 +189,17 @@ void expect_elements(host_matrix<T> const& out, Want const& want, Magnitude cons
   EXPECT_EQ(failures.load(), 0U) << "elements wrong";
 }
 
-/// Checks `out` (every element, and that pitch padding still holds the poison) against scaling `in`.
+/// Checks `out` (every element, and that pitch padding still holds the poison) against scaling `in`;
+/// returns the reference fit.
 template <class T>
-void expect_scaled(host_matrix<T> const& in, host_matrix<T> const& out, double lo, double hi, bool clip)
+reference_fit expect_scaled(host_matrix<T> const& in, host_matrix<T> const& out, double lo, double hi, bool clip)
 {
   auto const f = fit_reference(in, lo, hi);
   double const range = std::abs(lo) + std::abs(hi);
   expect_elements(
     out, [&](std::size_t i, std::size_t j) { return transform_reference(in.at(i, j), f.min[j], f.scale[j], lo, hi, clip); },
     [&](std::size_t, std::size_t) { return range; });
+  return f;
 }
 
 }  // namespace streamkit_test

@@ -16,6 +16,7 @@
 #include <limits>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -158,8 +159,22 @@ inline reference_answer brute_force(radians_set const& obs, radians_set const& r
   return answer;
 }
 
-/// Checks every result against the brute force: the index is the nearest (fast mode: within 2e-7 rad
-/// of it; exact mode: the float64 answer but at ties closer than float64 rounding), invalid
+/// The chord between two points `d` radians apart on the unit sphere.
+inline double chord_of(double d) { return 2.0 * std::sin(d / 2.0); }
+
+/// How much the chord of fast mode's answer may exceed the nearest one's (nearest_neighbor.cuh,
+/// "Precision"): each float32 chord is within 2u + 2.5u·c of the true one (u = 2^-24; unit vectors
+/// rounded component-wise, then five roundings in the squared chord), so a pair compared in float32
+/// is ordered right unless the chords differ by less than the sum. The 1e-14 covers this check's own
+/// float64 arithmetic.
+inline double fast_chord_excess(double c_returned, double c_nearest)
+{
+  double const u = 0x1.0p-24;
+  return 4 * u + 2.5 * u * (c_returned + c_nearest) + 1e-14;
+}
+
+/// Checks every result against the brute force: the index is the nearest (fast mode: within
+/// fast_chord_excess of it; exact mode: the float64 answer but at ties closer than float64 rounding), invalid
 /// observations are marked (-1, NaN), and each reported distance is the float64 haversine of the
 /// returned pair times `scale`, rounded to T (`got_distance` may be empty when none was asked for).
 template <class T, class Index>
@@ -195,9 +210,14 @@ void expect_nearest(radians_set const& obs, radians_set const& refs, std::vector
           fail(i, "index " + std::to_string(j) + " at " + std::to_string(d) + " rad, expected " + std::to_string(expected.index[i]) +
                     " at " + std::to_string(expected.distance[i]));
         }
-      } else if (d > expected.distance[i] + 2e-7) {
-        fail(i, "index " + std::to_string(j) + " is " + std::to_string(d - expected.distance[i]) + " rad farther than the nearest (" +
-                  std::to_string(expected.index[i]) + ")");
+      } else if (double const excess = chord_of(d) - chord_of(expected.distance[i]);
+                 excess > fast_chord_excess(chord_of(d), chord_of(expected.distance[i]))) {
+        std::ostringstream what;
+        what.precision(17);
+        what << "index " << j << " at " << d << " rad: its chord exceeds the nearest's (" << expected.index[i] << " at "
+             << expected.distance[i] << " rad) by " << excess << ", above the fast-mode bound "
+             << fast_chord_excess(chord_of(d), chord_of(expected.distance[i]));
+        fail(i, what.str());
       }
       double const want = d * scale;
       if (!got_distance.empty() && !(std::abs(reported - want) <= 4 * std::numeric_limits<T>::epsilon() * want + 1e-12 * scale)) {

@@ -12,8 +12,13 @@
 /// 4 hav(d) and so orders pairs exactly as the haversine distance does. The unit vectors are computed
 /// from the coordinates in double precision (no fast-math trigonometry decides an answer).
 ///
-/// Precision (default `nn_precision::fast`, float32 vectors): the returned point's true distance is
-/// within about 2e-7 rad (~1.3 m on Earth) of the true minimum; the reported distance is the float64
+/// Precision (default `nn_precision::fast`, float32 vectors): each float32 chord is within 2u + 2.5u·c
+/// of the true chord c (u = 2^-24: unit vectors rounded component-wise, then five roundings in the
+/// squared chord), so the returned point's chord exceeds the nearest one's by at most
+/// 4u + 2.5u·(c + c_nearest). In distance that is at most 2.4e-7 rad (1.5 m on Earth) for near
+/// neighbours and 2.5e-7 rad at 300 km, growing as 1 / cos(d / 2) with the distance d to the nearest
+/// point: 2.5e-6 rad at d = 2.5 rad, where the nearest reference lies on the far side of the globe
+/// (the shape fuzz found such answers with a small cluster of references). The reported distance is the float64
 /// haversine of the returned pair. `nn_precision::exact` returns the float64 answer (indices differ
 /// from a float64 haversine brute force only at ties closer than rounding): its loop still runs in
 /// float32 and rescans in float64, in index order, every group of references whose float32 minimum
