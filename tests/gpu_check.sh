@@ -66,8 +66,9 @@ sanitize() {
   STREAMKIT_FUZZ_SHAPES=$fuzz_shapes STREAMKIT_FUZZ_GIANT=0 STREAMKIT_FUZZ_EXTREMES=$extremes timeout -s KILL "$seconds" "$sanitizer" --tool "$tool" "$@" --report-api-errors no --error-exitcode 99 "$binary" \
     --gtest_filter="$filter" >"$log" 2>&1
   code=$?
-  # The sanitizer's child, if it outlived it.
-  if [ $code -eq 137 ]; then pkill -KILL -f -- "$binary" 2>/dev/null; fi
+  # The sanitizer's child, if it outlived it: only a process whose command line starts with the
+  # binary, never a shell whose command line merely mentions it (such as the one running this script).
+  if [ $code -eq 137 ]; then pkill -KILL -f -- "^$binary( |\$)" 2>/dev/null; fi
   return 0
 }
 
