@@ -2,11 +2,11 @@
 //   bench_dispatcher --benchmark_format=json
 #include "gpu_timing.hpp"
 
-#include <streamkit/dispatcher.hpp>
-#include <streamkit/nearest_neighbor_dispatch.cuh>
-#include <streamkit/pinned_buffer.hpp>
-#include <streamkit/stream.hpp>
-#include <streamkit/device_buffer.hpp>
+#include <streamkit/multi_gpu/dispatcher.hpp>
+#include <streamkit/multi_gpu/nearest_neighbor_dispatch.cuh>
+#include <streamkit/memory/pinned_buffer.hpp>
+#include <streamkit/core/stream.hpp>
+#include <streamkit/memory/device_buffer.hpp>
 
 #include <benchmark/benchmark.h>
 #include <cub/device/device_reduce.cuh>

@@ -2,9 +2,9 @@
 //   bench_minmax --benchmark_format=json > minmax.json
 #include "gpu_timing.hpp"
 
-#include <streamkit/device_buffer.hpp>
-#include <streamkit/minmax_dispatch.cuh>
-#include <streamkit/pinned_buffer.hpp>
+#include <streamkit/memory/device_buffer.hpp>
+#include <streamkit/multi_gpu/minmax_dispatch.cuh>
+#include <streamkit/memory/pinned_buffer.hpp>
 
 #include <benchmark/benchmark.h>
 

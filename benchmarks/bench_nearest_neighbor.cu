@@ -2,8 +2,8 @@
 //   bench_nearest_neighbor --benchmark_format=json > nn.json
 #include "gpu_timing.hpp"
 
-#include <streamkit/device_buffer.hpp>
-#include <streamkit/nearest_neighbor.cuh>
+#include <streamkit/memory/device_buffer.hpp>
+#include <streamkit/spatial/nearest_neighbor.cuh>
 
 #include <benchmark/benchmark.h>
 

@@ -1,9 +1,9 @@
 #pragma once
 // Times GPU work for Google Benchmark with CUDA events (manual time), after a warm-up call.
 
-#include <streamkit/device.hpp>
-#include <streamkit/event.hpp>
-#include <streamkit/stream.hpp>
+#include <streamkit/core/device.hpp>
+#include <streamkit/core/event.hpp>
+#include <streamkit/core/stream.hpp>
 
 #include <benchmark/benchmark.h>
 

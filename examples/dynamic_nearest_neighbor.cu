@@ -4,8 +4,8 @@
 // per-step time (host in, host out) and pairs/s, and checks a sample of each step against the CPU.
 #include "common/example_support.hpp"
 
-#include <streamkit/dispatcher.hpp>
-#include <streamkit/nearest_neighbor_dispatch.cuh>
+#include <streamkit/multi_gpu/dispatcher.hpp>
+#include <streamkit/multi_gpu/nearest_neighbor_dispatch.cuh>
 
 #include <algorithm>
 #include <chrono>

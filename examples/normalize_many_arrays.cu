@@ -2,9 +2,9 @@
 // per array, spread over every GPU by the dispatcher; verified against a CPU reference.
 #include "common/example_support.hpp"
 
-#include <streamkit/dispatcher.hpp>
-#include <streamkit/minmax_dispatch.cuh>
-#include <streamkit/pinned_buffer.hpp>
+#include <streamkit/multi_gpu/dispatcher.hpp>
+#include <streamkit/multi_gpu/minmax_dispatch.cuh>
+#include <streamkit/memory/pinned_buffer.hpp>
 
 #include <chrono>
 #include <cmath>

@@ -8,11 +8,11 @@
 // of every batch bit for bit against the CPU.
 #include "common/example_support.hpp"
 
-#include <streamkit/device.hpp>
-#include <streamkit/device_buffer.hpp>
-#include <streamkit/event.hpp>
-#include <streamkit/pinned_buffer.hpp>
-#include <streamkit/stream.hpp>
+#include <streamkit/core/device.hpp>
+#include <streamkit/memory/device_buffer.hpp>
+#include <streamkit/core/event.hpp>
+#include <streamkit/memory/pinned_buffer.hpp>
+#include <streamkit/core/stream.hpp>
 
 #include <algorithm>
 #include <chrono>

@@ -8,10 +8,10 @@
 #include "common/csv.hpp"
 #include "common/example_support.hpp"
 
-#include <streamkit/device_buffer.hpp>
-#include <streamkit/nearest_neighbor.cuh>
-#include <streamkit/stream.hpp>
-#include <streamkit/timer.hpp>
+#include <streamkit/memory/device_buffer.hpp>
+#include <streamkit/spatial/nearest_neighbor.cuh>
+#include <streamkit/core/stream.hpp>
+#include <streamkit/core/timer.hpp>
 
 #include <cstdio>
 #include <fstream>

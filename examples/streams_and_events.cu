@@ -2,10 +2,10 @@
 // one stream per array; both timed with events (scoped_timer) and checked against the CPU.
 #include "common/example_support.hpp"
 
-#include <streamkit/device_buffer.hpp>
-#include <streamkit/event.hpp>
-#include <streamkit/stream.hpp>
-#include <streamkit/timer.hpp>
+#include <streamkit/memory/device_buffer.hpp>
+#include <streamkit/core/event.hpp>
+#include <streamkit/core/stream.hpp>
+#include <streamkit/core/timer.hpp>
 
 #include <cub/device/device_reduce.cuh>
 

@@ -2,7 +2,7 @@
 // Free device memory as seen after all work has finished and the stream-ordered pool has returned
 // what it keeps unused, so that only live allocations count (shared by the tests and the soak).
 
-#include <streamkit/error.hpp>
+#include <streamkit/core/error.hpp>
 
 #include <cuda_runtime_api.h>
 

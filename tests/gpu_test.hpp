@@ -1,7 +1,7 @@
 #pragma once
 // Helpers shared by streamkit's tests.
 
-#include <streamkit/device.hpp>
+#include <streamkit/core/device.hpp>
 
 #include <gtest/gtest.h>
 

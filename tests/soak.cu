@@ -6,13 +6,13 @@
 //   streamkit_soak [iterations]     (default 10000; exits 77, "skipped", without a GPU)
 #include "device_memory.hpp"
 
-#include <streamkit/dispatcher.hpp>
-#include <streamkit/minmax.cuh>
-#include <streamkit/minmax_dispatch.cuh>
-#include <streamkit/nearest_neighbor.cuh>
-#include <streamkit/nearest_neighbor_dispatch.cuh>
-#include <streamkit/pinned_buffer.hpp>
-#include <streamkit/stream.hpp>
+#include <streamkit/multi_gpu/dispatcher.hpp>
+#include <streamkit/preprocessing/minmax.cuh>
+#include <streamkit/multi_gpu/minmax_dispatch.cuh>
+#include <streamkit/spatial/nearest_neighbor.cuh>
+#include <streamkit/multi_gpu/nearest_neighbor_dispatch.cuh>
+#include <streamkit/memory/pinned_buffer.hpp>
+#include <streamkit/core/stream.hpp>
 
 #include <algorithm>
 #include <chrono>

@@ -2,9 +2,9 @@
 // CUDA's grid limits, or the call throws. Plain C++: runs in CI without a GPU.
 #include "gpu_test.hpp"
 
-#include <streamkit/detail/launch.hpp>
-#include <streamkit/detail/minmax_plan.hpp>
-#include <streamkit/detail/nearest_neighbor_plan.hpp>
+#include <streamkit/core/detail/launch.hpp>
+#include <streamkit/preprocessing/detail/minmax_plan.hpp>
+#include <streamkit/spatial/detail/nearest_neighbor_plan.hpp>
 
 #include <gtest/gtest.h>
 

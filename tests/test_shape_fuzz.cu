@@ -11,16 +11,16 @@
 // (detail/minmax_plan.hpp, detail/launch.hpp, detail/nearest_neighbor_kernels.cuh); the giant ones
 // run only where the GPU and the host have the memory, and say so when they do not.
 #include "gpu_test.hpp"
-#include "minmax_reference.hpp"
-#include "nearest_reference.hpp"
+#include "preprocessing/minmax_reference.hpp"
+#include "spatial/nearest_reference.hpp"
 #include "test_support.hpp"
 
-#include <streamkit/dispatcher.hpp>
-#include <streamkit/minmax.cuh>
-#include <streamkit/minmax_dispatch.cuh>
-#include <streamkit/nearest_neighbor.cuh>
-#include <streamkit/nearest_neighbor_dispatch.cuh>
-#include <streamkit/stream.hpp>
+#include <streamkit/multi_gpu/dispatcher.hpp>
+#include <streamkit/preprocessing/minmax.cuh>
+#include <streamkit/multi_gpu/minmax_dispatch.cuh>
+#include <streamkit/spatial/nearest_neighbor.cuh>
+#include <streamkit/multi_gpu/nearest_neighbor_dispatch.cuh>
+#include <streamkit/core/stream.hpp>
 
 #include <gtest/gtest.h>
 

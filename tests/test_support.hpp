@@ -1,8 +1,8 @@
 #pragma once
 // Test helpers: device copies of host vectors and fresh random seeds.
 
-#include <streamkit/device_buffer.hpp>
-#include <streamkit/stream_ref.hpp>
+#include <streamkit/memory/device_buffer.hpp>
+#include <streamkit/core/stream_ref.hpp>
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 #pragma once
 // What every example shares: the "no GPU" exit, and random points on the sphere.
 
-#include <streamkit/device.hpp>
-#include <streamkit/haversine.hpp>
+#include <streamkit/core/device.hpp>
+#include <streamkit/spatial/haversine.hpp>
 
 #include <cmath>
 #include <cstdio>

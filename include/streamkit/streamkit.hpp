@@ -1,13 +1,10 @@
 #pragma once
 /// @file streamkit.hpp
-/// All of streamkit's host-side RAII layer (usable from plain C++ translation units).
+/// Every host-only header of streamkit (usable from plain C++ translation units): core, memory, the
+/// dispatcher and the haversine distance. The kernels' headers need nvcc: preprocessing.cuh,
+/// spatial.cuh, multi_gpu.cuh.
 
-#include <streamkit/device.hpp>
-#include <streamkit/device_buffer.hpp>
-#include <streamkit/error.hpp>
-#include <streamkit/event.hpp>
-#include <streamkit/graph.hpp>
-#include <streamkit/pinned_buffer.hpp>
-#include <streamkit/stream.hpp>
-#include <streamkit/stream_ref.hpp>
-#include <streamkit/timer.hpp>
+#include <streamkit/core.hpp>
+#include <streamkit/memory.hpp>
+#include <streamkit/multi_gpu/dispatcher.hpp>
+#include <streamkit/spatial/haversine.hpp>

@@ -1,0 +1,118 @@
+#pragma once
+/// @file device_buffer.hpp
+/// An owning array in device memory, allocated and freed in stream order.
+
+#include <streamkit/memory/detail/size_check.hpp>
+#include <streamkit/core/device.hpp>
+#include <streamkit/core/error.hpp>
+#include <streamkit/core/stream_ref.hpp>
+
+#include <cuda/std/span>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace streamkit {
+
+/// An owning, move-only array of `T` in device memory. Memory comes from cudaMallocAsync on the
+/// buffer's stream and goes back with cudaFreeAsync on that stream, so allocation and release are
+/// ordered with the work that uses the buffer. Elements are not initialised.
+template <class T>
+class device_buffer {
+ public:
+  device_buffer() = default;
+  /// Allocates `count` elements on `stream`'s device, ordered on `stream`.
+  /// @throws std::invalid_argument if the byte size overflows; cuda_error if allocation fails.
+  device_buffer(std::size_t count, stream_ref stream)
+      : size_((static_cast<void>(detail::checked_bytes<T>(count, "count")), count)),
+        stream_(stream),
+        device_(stream.device())
+  {
+    if (size_ > 0) {
+      device_guard guard(device_);
+      void* memory = nullptr;
+      STREAMKIT_CUDA_TRY(cudaMallocAsync(&memory, size_ * sizeof(T), stream_.value()));
+      data_ = static_cast<T*>(memory);
+    }
+  }
+  ~device_buffer() noexcept { release(); }
+  device_buffer(device_buffer const&) = delete;
+  device_buffer& operator=(device_buffer const&) = delete;
+  device_buffer(device_buffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)),
+        size_(std::exchange(other.size_, 0)),
+        stream_(other.stream_),
+        device_(other.device_)
+  {
+  }
+  device_buffer& operator=(device_buffer&& other) noexcept
+  {
+    if (this != &other) {
+      release();
+      data_ = std::exchange(other.data_, nullptr);
+      size_ = std::exchange(other.size_, 0);
+      stream_ = other.stream_;
+      device_ = other.device_;
+    }
+    return *this;
+  }
+
+  [[nodiscard]] T* data() noexcept { return data_; }
+  [[nodiscard]] T const* data() const noexcept { return data_; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  [[nodiscard]] cuda::std::span<T> span() noexcept { return {data_, size_}; }
+  [[nodiscard]] cuda::std::span<T const> span() const noexcept { return {data_, size_}; }
+  /// The stream the memory is freed on.
+  [[nodiscard]] stream_ref stream() const noexcept { return stream_; }
+  /// Makes the release ordered on `stream` instead (e.g. after handing the buffer to other work).
+  void set_stream(stream_ref stream) noexcept { stream_ = stream; }
+  [[nodiscard]] int device() const noexcept { return device_; }
+
+  /// Enqueues a copy of `source` (whose size must equal size()) into the buffer on `stream`.
+  void copy_from_host_async(cuda::std::span<T const> source, stream_ref stream)
+  {
+    expect_same_size(source.size(), "source");
+    copy_async(data_, source.data(), cudaMemcpyHostToDevice, stream);
+  }
+  /// Enqueues a copy of the buffer into `destination` (whose size must equal size()) on `stream`.
+  void copy_to_host_async(cuda::std::span<T> destination, stream_ref stream) const
+  {
+    expect_same_size(destination.size(), "destination");
+    copy_async(destination.data(), data_, cudaMemcpyDeviceToHost, stream);
+  }
+  /// Enqueues a device-to-device copy from `source` (same size, any device) on `stream`.
+  void copy_from_async(device_buffer const& source, stream_ref stream)
+  {
+    expect_same_size(source.size(), "source");
+    copy_async(data_, source.data(), cudaMemcpyDefault, stream);
+  }
+
+ private:
+  void expect_same_size(std::size_t other, char const* argument) const
+  {
+    STREAMKIT_EXPECTS(other == size_, std::invalid_argument,
+                      std::string(argument) + ": has " + std::to_string(other) + " elements, the buffer " +
+                        std::to_string(size_));
+  }
+  void copy_async(void* to, void const* from, cudaMemcpyKind kind, stream_ref stream) const
+  {
+    if (size_ > 0) { STREAMKIT_CUDA_TRY(cudaMemcpyAsync(to, from, size_ * sizeof(T), kind, stream.value())); }
+  }
+  void release() noexcept
+  {
+    if (data_ != nullptr) { detail::ignore_release_error(cudaFreeAsync(data_, stream_.value())); }
+    data_ = nullptr;
+    size_ = 0;
+  }
+
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+  stream_ref stream_ = stream_ref::legacy_default();
+  int device_ = -1;
+};
+
+}  // namespace streamkit

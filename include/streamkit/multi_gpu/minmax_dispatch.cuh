@@ -1,0 +1,223 @@
+#pragma once
+/// @file minmax_dispatch.cuh
+/// Host-to-host column min-max scaling of a batch of arrays, each with its own shape, spread over a
+/// dispatcher's GPUs and streams: every array is cut into chunks of whole columns, and each chunk
+/// goes host → device, through minmax_normalize, and back on one stream, the copies of a device's
+/// chunks queued one after another in each direction so that both directions and compute overlap.
+/// Inputs and outputs in pinned memory go straight to DMA; pageable ones are staged through each
+/// stream's pinned buffers by that stream's host thread, or page-locked in place
+/// (pageable_transfer). Device and staging buffers belong to the dispatcher's workspaces: after the
+/// first batch nothing is allocated.
+
+#include <streamkit/multi_gpu/dispatcher.hpp>
+#include <streamkit/preprocessing/minmax.cuh>
+#include <streamkit/memory/pinned_buffer.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace streamkit {
+
+/// How pageable (ordinary) host memory reaches the device.
+enum class pageable_transfer {
+  stage,              ///< copied by host threads through reusable pinned staging buffers (default: measured faster)
+  register_in_place,  ///< page-locked in place with cudaHostRegister for the duration of each array's chunk
+};
+
+namespace detail {
+
+/// Lines (rows of a row-major, columns of a column-major matrix) and their length in elements.
+template <class T>
+std::pair<std::size_t, std::size_t> lines_of(matrix_ref<T> const& m) noexcept
+{
+  return m.order == layout::row_major ? std::pair{m.rows, m.cols} : std::pair{m.cols, m.rows};
+}
+
+/// The same matrix, densely packed (ld = line length) at `data`.
+template <class T, class U>
+matrix_ref<T> packed(matrix_ref<U> const& m, T* data) noexcept
+{
+  return matrix_ref<T>::dense(data, m.rows, m.cols, m.order);
+}
+
+/// Host copy between a (possibly pitched) matrix and its packed form, element lines only.
+template <class T>
+void copy_lines(T* to, std::size_t to_ld, T const* from, std::size_t from_ld, std::size_t lines, std::size_t length)
+{
+  if (to_ld == length && from_ld == length) {
+    std::memcpy(to, from, lines * length * sizeof(T));
+    return;
+  }
+  for (std::size_t line = 0; line < lines; ++line) { std::memcpy(to + line * to_ld, from + line * from_ld, length * sizeof(T)); }
+}
+
+/// Stream-ordered copy between a (possibly pitched) matrix and its packed form, element lines only.
+template <class T>
+void copy_lines_async(T* to, std::size_t to_ld, T const* from, std::size_t from_ld, std::size_t lines, std::size_t length,
+                      cudaMemcpyKind kind, stream_ref stream)
+{
+  if (to_ld == length && from_ld == length) {
+    STREAMKIT_CUDA_TRY(cudaMemcpyAsync(to, from, lines * length * sizeof(T), kind, stream.value()));
+    return;
+  }
+  STREAMKIT_CUDA_TRY(cudaMemcpy2DAsync(to, to_ld * sizeof(T), from, from_ld * sizeof(T), length * sizeof(T), lines, kind,
+                                       stream.value()));
+}
+
+}  // namespace detail
+
+/// Chunk sizes dispatch_minmax_normalize picks when given none, measured fastest for 18 arrays of
+/// 60 × 98450 doubles on an H100 (docs/performance.md): arrays staged through pinned buffers
+/// (pageable, pageable_transfer::stage), and arrays in pinned or registered memory.
+inline constexpr std::size_t staged_chunk_bytes = std::size_t{4} << 20;
+inline constexpr std::size_t pinned_chunk_bytes = std::size_t{8} << 20;
+
+namespace detail {
+
+/// Columns [begin, end) of array `array`: one chunk of the host-to-host pipeline.
+struct column_chunk {
+  std::size_t array;
+  std::size_t begin;
+  std::size_t end;
+};
+
+/// Cuts every non-empty array k into runs of whole columns of at most about `chunk_bytes[k]` (at
+/// least one column each), of nearly equal widths, rounded to multiples of 32 columns where wider.
+template <class T>
+std::vector<column_chunk> column_chunks(std::vector<matrix_ref<T const>> const& arrays, std::vector<std::size_t> const& chunk_bytes)
+{
+  std::vector<column_chunk> chunks;
+  for (std::size_t k = 0; k < arrays.size(); ++k) {
+    std::size_t const rows = arrays[k].rows, cols = arrays[k].cols;
+    if (rows == 0 || cols == 0) { continue; }
+    std::size_t const widest = std::max<std::size_t>(1, chunk_bytes[k] / (rows * sizeof(T)));
+    std::size_t const count = (cols + widest - 1) / widest;
+    std::size_t const align = cols / count >= 64 ? 32 : 1;
+    for (std::size_t c = 0; c < count; ++c) {
+      std::size_t const begin = c * cols / count / align * align;
+      std::size_t const end = c + 1 == count ? cols : (c + 1) * cols / count / align * align;
+      chunks.push_back({k, begin, end});
+    }
+  }
+  return chunks;
+}
+
+/// Columns [begin, end) of m.
+template <class T>
+matrix_ref<T> columns_of(matrix_ref<T> const& m, std::size_t begin, std::size_t end) noexcept
+{
+  return {m.data + m.offset(0, begin), m.rows, end - begin, m.ld, m.order};
+}
+
+}  // namespace detail
+
+/// Scales inputs[k] into outputs[k] (host memory; outputs[k] may equal inputs[k]) and waits. Each
+/// array is cut into chunks of whole columns of at most about `chunk_bytes` (one column at least;
+/// 0 picks staged_chunk_bytes for an array staged in either direction, else pinned_chunk_bytes),
+/// handed out to the dispatcher's streams, so that a large array is copied in, scaled and copied
+/// back in pieces that overlap, and device and staging memory per stream stay near 2 × chunk_bytes.
+/// Register_in_place page-locks each pageable array once, when its first chunk starts, until the
+/// call returns.
+/// @throws std::invalid_argument for bad shapes or options (before anything is written);
+/// dispatch_error if a chunk fails (naming the device, the array and its columns; the original
+/// exception nested in original()).
+template <class T>
+void dispatch_minmax_normalize(dispatcher& workers, std::vector<matrix_ref<T const>> const& inputs,
+                               std::vector<matrix_ref<T>> const& outputs, minmax_options<T> const& options = {},
+                               pageable_transfer pageable = pageable_transfer::stage, std::size_t chunk_bytes = 0)
+{
+  detail::expect_options(options);
+  STREAMKIT_EXPECTS(inputs.size() == outputs.size(), std::invalid_argument,
+                    "outputs: " + std::to_string(outputs.size()) + " arrays for " + std::to_string(inputs.size()) + " inputs");
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    std::string const in_name = "inputs[" + std::to_string(k) + "]";
+    std::string const out_name = "outputs[" + std::to_string(k) + "]";
+    detail::expect_matrix(inputs[k], in_name.c_str());
+    detail::expect_matrix(outputs[k], out_name.c_str());
+    detail::expect_same_shape(inputs[k], outputs[k], out_name);
+  }
+  // Whether each array's input and output are page-locked: asked once per array, not per chunk.
+  struct page_locked {
+    bool in;
+    bool out;
+  };
+  std::vector<page_locked> pinned(inputs.size());
+  std::vector<std::size_t> sizes(inputs.size(), chunk_bytes);
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    pinned[k] = {is_pinned(inputs[k].data), is_pinned(outputs[k].data)};
+    bool const staged = pageable == pageable_transfer::stage && !(pinned[k].in && pinned[k].out);
+    if (chunk_bytes == 0) { sizes[k] = staged ? staged_chunk_bytes : pinned_chunk_bytes; }
+  }
+  std::vector<detail::column_chunk> const chunks = detail::column_chunks(inputs, sizes);
+  // Registrations, made by the first chunk of each array and kept until every chunk has run.
+  std::vector<std::once_flag> registered(pageable == pageable_transfer::register_in_place ? inputs.size() : 0);
+  std::vector<host_registration> registrations(registered.size() * 2);
+  auto const scale_chunk = [&](chunk_context& context, detail::column_chunk const& chunk) {
+    matrix_ref<T const> const in = detail::columns_of(inputs[chunk.array], chunk.begin, chunk.end);
+    matrix_ref<T> const out = detail::columns_of(outputs[chunk.array], chunk.begin, chunk.end);
+    std::size_t const count = in.rows * in.cols;
+    stream_ref const work = context.stream;
+    auto const in_shape = detail::lines_of(in);  // (lines, length); not structured bindings: C++17 lambdas cannot capture them
+    auto const out_shape = detail::lines_of(out);
+    std::size_t const in_lines = in_shape.first, in_length = in_shape.second;
+    std::size_t const out_lines = out_shape.first, out_length = out_shape.second;
+    bool in_pinned = pinned[chunk.array].in;
+    bool out_pinned = pinned[chunk.array].out;
+    if (pageable == pageable_transfer::register_in_place) {
+      std::call_once(registered[chunk.array], [&] {
+        matrix_ref<T const> const whole_in = inputs[chunk.array];
+        matrix_ref<T> const whole_out = outputs[chunk.array];
+        if (!in_pinned) { registrations[2 * chunk.array] = host_registration(const_cast<T*>(whole_in.data), whole_in.extent() * sizeof(T)); }
+        if (!out_pinned) { registrations[2 * chunk.array + 1] = host_registration(whole_out.data, whole_out.extent() * sizeof(T)); }
+      });
+      in_pinned = out_pinned = true;
+    }
+    T* const device_in = context.workspace.device<T>(count, 0);
+    T* const device_out = context.workspace.device<T>(count, 1);
+
+    // Host → device: straight from pinned memory, else through the staging buffer.
+    T const* source = in.data;
+    std::size_t source_ld = in.ld;
+    if (!in_pinned) {
+      T* const staging = context.workspace.pinned<T>(count, 0);
+      detail::copy_lines(staging, in_length, in.data, in.ld, in_lines, in_length);
+      source = staging;
+      source_ld = in_length;
+    }
+    context.copy_in([&] {
+      detail::copy_lines_async(device_in, in_length, source, source_ld, in_lines, in_length, cudaMemcpyHostToDevice, work);
+    });
+    minmax_normalize_async(detail::packed<T const>(in, device_in), detail::packed(out, device_out), options, work);
+
+    // Device → host: straight into pinned memory, else through the staging buffer.
+    T* const staging_out = out_pinned ? nullptr : context.workspace.pinned<T>(count, 1);
+    T* const destination = out_pinned ? out.data : staging_out;
+    std::size_t const destination_ld = out_pinned ? out.ld : out_length;
+    context.copy_out([&] {
+      detail::copy_lines_async(destination, destination_ld, device_out, out_length, out_lines, out_length, cudaMemcpyDeviceToHost, work);
+    });
+    // Staged results are copied out once the chunk is done (the dispatcher waits for pinned ones).
+    if (!out_pinned) {
+      work.sync();
+      detail::copy_lines(out.data, out.ld, staging_out, out_length, out_lines, out_length);
+    }
+  };
+  workers.run(chunks.size(), 1, [&](chunk_context& context) {
+    detail::column_chunk const& chunk = chunks[context.items.begin];
+    try {
+      scale_chunk(context, chunk);
+    } catch (...) {
+      // The dispatcher names the chunk's index; say which array and columns that is.
+      std::throw_with_nested(std::runtime_error("inputs[" + std::to_string(chunk.array) + "], columns [" + std::to_string(chunk.begin) +
+                                                ", " + std::to_string(chunk.end) + "): " + detail::describe(std::current_exception())));
+    }
+  });
+}
+
+}  // namespace streamkit

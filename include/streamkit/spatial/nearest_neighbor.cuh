@@ -1,0 +1,194 @@
+#pragma once
+/// @file nearest_neighbor.cuh
+/// Exact nearest-neighbour search on the sphere by great-circle (haversine) distance.
+///
+/// For each of N observation points, finds the index and distance of the nearest of M reference
+/// points, considering every pair (brute force). Two passes: pass 1 splits the reference set into as
+/// many slices as it takes to fill the GPU for the given N and M, and each block reduces its slice
+/// with per-thread running minima; pass 2 merges the slices per observation and computes the
+/// winner's distance in double precision from the original coordinates.
+///
+/// The inner loop ranks references by squared chord length |p - q|^2 between unit vectors, which is
+/// 4 hav(d) and so orders pairs exactly as the haversine distance does. The unit vectors are computed
+/// from the coordinates in double precision (no fast-math trigonometry decides an answer).
+///
+/// Precision (default `nn_precision::fast`, float32 vectors): each float32 chord is within 2u + 2.5u·c
+/// of the true chord c (u = 2^-24: unit vectors rounded component-wise, then five roundings in the
+/// squared chord), so the returned point's chord exceeds the nearest one's by at most
+/// 4u + 2.5u·(c + c_nearest). In distance that is at most 2.4e-7 rad (1.5 m on Earth) for near
+/// neighbours and 2.5e-7 rad at 300 km, growing as 1 / cos(d / 2) with the distance d to the nearest
+/// point: 2.5e-6 rad at d = 2.5 rad, where the nearest reference lies on the far side of the globe
+/// (the shape fuzz found such answers with a small cluster of references). The reported distance is the float64
+/// haversine of the returned pair. `nn_precision::exact` returns the float64 answer (indices differ
+/// from a float64 haversine brute force only at ties closer than rounding): its loop still runs in
+/// float32 and rescans in float64, in index order, every group of references whose float32 minimum
+/// comes within the float32 error bound (squared chord 4e-6, about 13 km) of the best float64 value so
+/// far. On uniform data that is a small fraction of the pairs; where many references lie within ~13 km
+/// of an observation (dense clusters) most groups are rescanned and exact mode is correspondingly slower.
+///
+/// Ties resolve to the smallest reference index; results do not depend on the launch configuration.
+///
+/// Inputs that are not well formed: M = 0 throws std::invalid_argument; N = 0 does nothing. A point
+/// with a non-finite coordinate or a latitude outside [-90°, 90°] is *invalid*: with
+/// `invalid_points::reject` (the default) the call throws std::invalid_argument with the count of
+/// invalid points (this checks on the device and synchronises the stream); with
+/// `invalid_points::mark` an invalid observation gets index -1 and a NaN distance, and invalid
+/// references are never chosen (an observation with no valid reference also gets -1 and NaN).
+/// Longitudes may take any finite value.
+
+#include <streamkit/spatial/detail/nearest_neighbor_kernels.cuh>
+#include <streamkit/memory/device_buffer.hpp>
+#include <streamkit/core/error.hpp>
+#include <streamkit/spatial/haversine.hpp>
+#include <streamkit/core/stream_ref.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace streamkit {
+
+enum class angle_unit { radians, degrees };
+enum class distance_unit { radians, kilometres, metres };
+enum class invalid_points { reject, mark };
+enum class nn_precision { fast, exact };
+
+/// A non-owning view of points on the device: latitude and longitude arrays with a common stride
+/// (in elements), in radians or degrees. Use separate() or interleaved().
+template <class T>
+struct points_ref {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "coordinates are float or double");
+  T const* latitude = nullptr;
+  T const* longitude = nullptr;
+  std::size_t count = 0;
+  std::size_t stride = 1;
+  angle_unit unit = angle_unit::radians;
+
+  /// Two arrays: latitude[i], longitude[i].
+  [[nodiscard]] static points_ref separate(T const* latitude, T const* longitude, std::size_t count,
+                                           angle_unit unit = angle_unit::radians) noexcept
+  {
+    return {latitude, longitude, count, 1, unit};
+  }
+  /// One array of (lat, lon) pairs: latlon[2i], latlon[2i+1].
+  [[nodiscard]] static points_ref interleaved(T const* latlon, std::size_t count, angle_unit unit = angle_unit::radians) noexcept
+  {
+    return {latlon, latlon == nullptr ? nullptr : latlon + 1, count, 2, unit};
+  }
+};
+
+/// Where results go, on the device: `index[i]` (required) and `distance[i]` (optional, may be null).
+template <class Index, class T>
+struct nearest_result_ref {
+  static_assert(std::is_same_v<Index, std::int32_t> || std::is_same_v<Index, std::int64_t>, "indices are int32 or int64");
+  Index* index = nullptr;
+  T* distance = nullptr;
+};
+
+struct nearest_options {
+  nn_precision precision = nn_precision::fast;
+  invalid_points on_invalid = invalid_points::reject;
+  distance_unit unit = distance_unit::radians;
+  /// Sphere radius in kilometres, used when `unit` is kilometres or metres.
+  double sphere_radius_km = earth_radius_km;
+};
+
+/// A prepared reference set that can be queried many times. Preparation (unit vectors and double
+/// coordinates, one pass over M points) is cheap, so call update() every time step when the
+/// references move; it reuses memory when the new set is no larger. Scratch memory for queries is
+/// kept and reused, so a loop of query_async() calls allocates nothing after the first.
+/// Not thread-safe: use one object per concurrent stream.
+/// Working memory of nearest-neighbour queries (partial results, a counter of invalid points),
+/// kept between queries so that repeated queries allocate nothing. One per stream lets several
+/// streams, and host threads, query one haversine_index at once.
+class nearest_scratch {
+ public:
+  nearest_scratch() = default;
+
+ private:
+  template <class>
+  friend class haversine_index;
+  device_buffer<std::byte> partials_;
+  device_buffer<unsigned long long> invalid_count_;
+};
+
+template <class T>
+class haversine_index {
+ public:
+  /// Prepares `references` on `stream` (which also orders every later use of the object's memory).
+  haversine_index(points_ref<T> references, nearest_options const& options, stream_ref stream);
+
+  /// Move-only; a moved-from index is empty: querying it throws std::logic_error.
+  haversine_index(haversine_index&& other) noexcept
+      : options_(other.options_),
+        count_(std::exchange(other.count_, 0)),
+        device_(std::exchange(other.device_, -1)),
+        references_(std::move(other.references_)),
+        scratch_(std::move(other.scratch_))
+  {
+  }
+  haversine_index& operator=(haversine_index&& other) noexcept
+  {
+    if (this != &other) {
+      options_ = other.options_;
+      count_ = std::exchange(other.count_, 0);
+      device_ = std::exchange(other.device_, -1);
+      references_ = std::move(other.references_);
+      scratch_ = std::move(other.scratch_);
+    }
+    return *this;
+  }
+  haversine_index(haversine_index const&) = delete;
+  haversine_index& operator=(haversine_index const&) = delete;
+  ~haversine_index() = default;
+
+  /// Replaces the reference set (same options), ordered on `stream`.
+  void update(points_ref<T> references, stream_ref stream);
+
+  /// Enqueues the search for every observation on `stream`.
+  template <class Index>
+  void query_async(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream);
+  /// As query_async(), with the caller's working memory and without touching the index: several
+  /// host threads may query one index at once, each with its own stream and scratch (on the index's
+  /// device). The index must then outlive those queries: destroy it only after their streams are
+  /// synchronised.
+  template <class Index>
+  void query_async(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream,
+                   nearest_scratch& scratch) const;
+  /// As query_async(), then waits for the result.
+  template <class Index>
+  void query(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream);
+
+  [[nodiscard]] std::size_t size() const noexcept { return count_; }
+  [[nodiscard]] nearest_options const& options() const noexcept { return options_; }
+
+ private:
+  template <class V, class Index>
+  void search(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
+  /// Throws if `source` has invalid points and the policy is reject (synchronises `stream`).
+  void reject_invalid(unsigned long long const* device_count, char const* argument, stream_ref stream) const;
+
+  nearest_options options_;
+  std::size_t count_ = 0;
+  int device_ = -1;
+  device_buffer<std::byte> references_;  // unit vectors, then double coordinates
+  nearest_scratch scratch_;              // of prepare() and the queries without a scratch argument
+};
+
+/// One-shot search: prepares `references`, enqueues the search on `stream` (scratch memory is
+/// allocated and freed in stream order).
+template <class T, class Index>
+void nearest_neighbor_async(points_ref<T> observations, points_ref<T> references, nearest_result_ref<Index, T> result,
+                            nearest_options const& options, stream_ref stream);
+/// As nearest_neighbor_async() on the calling thread's default stream, then waits for the result.
+template <class T, class Index>
+void nearest_neighbor(points_ref<T> observations, points_ref<T> references, nearest_result_ref<Index, T> result,
+                      nearest_options const& options = {});
+
+}  // namespace streamkit
+
+#include <streamkit/spatial/detail/nearest_neighbor_impl.cuh>

@@ -1,0 +1,254 @@
+#pragma once
+// Points and the float64 CPU brute force of the nearest-neighbour search, shared by the
+// nearest-neighbour tests and the shape fuzz. The brute force runs on every hardware thread.
+
+#include "test_support.hpp"
+
+#include <streamkit/spatial/haversine.hpp>
+#include <streamkit/spatial/nearest_neighbor.cuh>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace streamkit_test {
+
+/// Points in degrees (lat, lon) as double; converted to the tested type when uploaded.
+struct point_set {
+  std::vector<double> lat, lon;
+  [[nodiscard]] std::size_t size() const { return lat.size(); }
+  void add(double la, double lo)
+  {
+    lat.push_back(la);
+    lon.push_back(lo);
+  }
+};
+
+inline point_set uniform_points(std::size_t count, std::mt19937_64& rng)
+{
+  std::uint64_t const seed = rng();
+  point_set points;
+  points.lat.resize(count);
+  points.lon.resize(count);
+  parallel_for(count, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      points.lat[i] = std::asin(2.0 * unit_interval(mix(seed ^ mix(2 * i))) - 1.0) * 180.0 / streamkit::pi;
+      points.lon[i] = 360.0 * unit_interval(mix(seed ^ mix(2 * i + 1))) - 180.0;
+    }
+  });
+  return points;
+}
+
+/// `count` points within `radius_m` metres of (lat, lon), longitudes wrapped into [-180, 180].
+inline void add_cluster(point_set& points, double lat, double lon, double radius_m, std::size_t count, std::mt19937_64& rng)
+{
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  double const degrees = radius_m / (streamkit::earth_radius_km * 1000.0) * 180.0 / streamkit::pi;
+  for (std::size_t i = 0; i < count; ++i) {
+    double const la = std::clamp(lat + degrees * u(rng), -90.0, 90.0);
+    double lo = lon + degrees * u(rng) / std::max(std::cos(la * streamkit::pi / 180.0), 1e-3);
+    lo = lo > 180.0 ? lo - 360.0 : (lo < -180.0 ? lo + 360.0 : lo);
+    points.add(la, lo);
+  }
+}
+
+template <class T>
+std::vector<T> converted(std::vector<double> const& degrees, streamkit::angle_unit unit)
+{
+  std::vector<T> out(degrees.size());
+  for (std::size_t i = 0; i < degrees.size(); ++i) {
+    out[i] = static_cast<T>(unit == streamkit::angle_unit::degrees ? degrees[i] : streamkit::radians_from_degrees(degrees[i]));
+  }
+  return out;
+}
+
+/// Points as the kernel sees them: latitude and longitude in radians, double, from the uploaded
+/// values, and whether each is valid (finite, latitude within ±90°).
+struct radians_set {
+  std::vector<double> lat, lon;
+  std::vector<char> valid;
+  [[nodiscard]] std::size_t size() const { return lat.size(); }
+};
+
+template <class T>
+radians_set as_seen(std::vector<T> const& lat, std::vector<T> const& lon, streamkit::angle_unit unit)
+{
+  bool const degrees = unit == streamkit::angle_unit::degrees;
+  double const limit = degrees ? 90.0 : std::max(static_cast<double>(static_cast<T>(streamkit::pi / 2)), streamkit::pi / 2);
+  radians_set out{std::vector<double>(lat.size()), std::vector<double>(lat.size()), std::vector<char>(lat.size())};
+  parallel_for(lat.size(), [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      double la = static_cast<double>(lat[i]);
+      double lo = static_cast<double>(lon[i]);
+      out.valid[i] = std::isfinite(la) && std::isfinite(lo) && std::abs(la) <= limit;
+      if (degrees) {
+        la = streamkit::radians_from_degrees(la);
+        lo = streamkit::radians_from_degrees(lo);
+      }
+      out.lat[i] = std::clamp(la, -streamkit::pi / 2, streamkit::pi / 2);
+      out.lon[i] = lo;
+    }
+  });
+  return out;
+}
+
+inline double true_distance(radians_set const& a, std::size_t i, radians_set const& b, std::size_t j)
+{
+  return streamkit::haversine(a.lat[i], a.lon[i], b.lat[j], b.lon[j]);
+}
+
+struct reference_answer {
+  std::vector<std::int64_t> index;
+  std::vector<double> distance;
+};
+
+/// Float64 haversine brute force over every pair; ties go to the smallest index; invalid points are
+/// never chosen, and an invalid observation (or one with no valid reference) gets -1 and NaN.
+inline reference_answer brute_force(radians_set const& obs, radians_set const& refs)
+{
+  reference_answer answer{std::vector<std::int64_t>(obs.size()), std::vector<double>(obs.size())};
+  // Nearest valid reference in [j_begin, j_end) of observation i, ties to the smallest index.
+  auto const nearest_in = [&](std::size_t i, std::size_t j_begin, std::size_t j_end, double& best, std::int64_t& index) {
+    for (std::size_t j = j_begin; obs.valid[i] && j < j_end; ++j) {
+      if (!refs.valid[j]) { continue; }
+      double const d = true_distance(obs, i, refs, j);
+      if (d < best) {  // ascending j: ties keep the smallest index
+        best = d;
+        index = static_cast<std::int64_t>(j);
+      }
+    }
+  };
+  std::vector<double> best(obs.size(), std::numeric_limits<double>::infinity());
+  std::vector<std::int64_t> index(obs.size(), -1);
+  if (obs.size() >= 64) {  // ranges of observations
+    parallel_for(
+      obs.size(), [&](std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end; ++i) { nearest_in(i, 0, refs.size(), best[i], index[i]); }
+      },
+      obs.size() * refs.size());
+  } else {  // few observations: ranges of references, merged under a lock
+    std::mutex merge;
+    parallel_for(
+      refs.size(), [&](std::size_t begin, std::size_t end) {
+        for (std::size_t i = 0; i < obs.size(); ++i) {
+          double part_best = std::numeric_limits<double>::infinity();
+          std::int64_t part_index = -1;
+          nearest_in(i, begin, end, part_best, part_index);
+          std::lock_guard const lock(merge);
+          if (part_index >= 0 && (part_best < best[i] || (part_best == best[i] && part_index < index[i]))) {
+            best[i] = part_best;
+            index[i] = part_index;
+          }
+        }
+      },
+      obs.size() * refs.size());
+  }
+  for (std::size_t i = 0; i < obs.size(); ++i) {
+    answer.index[i] = index[i];
+    answer.distance[i] = index[i] < 0 ? std::numeric_limits<double>::quiet_NaN() : best[i];
+  }
+  return answer;
+}
+
+/// The chord between two points `d` radians apart on the unit sphere.
+inline double chord_of(double d) { return 2.0 * std::sin(d / 2.0); }
+
+/// How much the chord of fast mode's answer may exceed the nearest one's (nearest_neighbor.cuh,
+/// "Precision"): each float32 chord is within 2u + 2.5u·c of the true one (u = 2^-24; unit vectors
+/// rounded component-wise, then five roundings in the squared chord), so a pair compared in float32
+/// is ordered right unless the chords differ by less than the sum. The 1e-14 covers this check's own
+/// float64 arithmetic.
+inline double fast_chord_excess(double c_returned, double c_nearest)
+{
+  double const u = 0x1.0p-24;
+  return 4 * u + 2.5 * u * (c_returned + c_nearest) + 1e-14;
+}
+
+/// How far two float64 evaluations of the haversine of `d` radians may differ. d = 2 asin(sqrt(h))
+/// moves by δh · sqrt(h) / sqrt(h (1 − h)) for an error δh in h, so near antipodes (h → 1) two
+/// evaluations in another order (fused multiply-adds on the device, other sin and cos) differ by far
+/// more than a rounding of d; 16 epsilons in h cover the roundings of its few operations on both sides.
+inline double haversine_rounding(double d)
+{
+  double const h = std::sin(d / 2) * std::sin(d / 2);
+  return 16 * std::numeric_limits<double>::epsilon() * std::sqrt(h) / std::sqrt(std::max(1.0 - h, 1e-300));
+}
+
+/// How far a reported distance of `d` radians may lie from this file's float64 haversine: T's
+/// rounding and the evaluation's.
+template <class T>
+double distance_tolerance(double d)
+{
+  return 4 * std::numeric_limits<T>::epsilon() * d + haversine_rounding(d) + 1e-12;
+}
+
+/// Checks every result against the brute force: the index is the nearest (fast mode: within
+/// fast_chord_excess of it; exact mode: the float64 answer but at ties closer than float64 rounding), invalid
+/// observations are marked (-1, NaN), and each reported distance is the float64 haversine of the
+/// returned pair times `scale`, rounded to T (`got_distance` may be empty when none was asked for).
+template <class T, class Index>
+void expect_nearest(radians_set const& obs, radians_set const& refs, std::vector<Index> const& got_index,
+                    std::vector<T> const& got_distance, streamkit::nn_precision precision, double scale)
+{
+  reference_answer const expected = brute_force(obs, refs);
+  std::atomic<std::size_t> failures{0};
+  std::mutex report;
+  std::vector<std::string> messages;
+  auto const fail = [&](std::size_t i, std::string const& what) {
+    if (failures.fetch_add(1) < 10) {
+      std::lock_guard const lock(report);
+      messages.push_back("observation " + std::to_string(i) + ": " + what);
+    }
+  };
+  parallel_for(obs.size(), [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      Index const j = got_index[i];
+      double const reported = got_distance.empty() ? 0.0 : static_cast<double>(got_distance[i]);
+      if (expected.index[i] < 0) {
+        if (j != -1) { fail(i, "index " + std::to_string(j) + ", expected -1 (invalid, or no valid reference)"); }
+        if (!got_distance.empty() && !std::isnan(reported)) { fail(i, "distance " + std::to_string(reported) + ", expected NaN"); }
+        continue;
+      }
+      if (j < 0 || static_cast<std::size_t>(j) >= refs.size() || !refs.valid[static_cast<std::size_t>(j)]) {
+        fail(i, "index " + std::to_string(j) + " (expected " + std::to_string(expected.index[i]) + ")");
+        continue;
+      }
+      double const d = true_distance(obs, i, refs, static_cast<std::size_t>(j));
+      if (precision == streamkit::nn_precision::exact) {
+        // Ties closer than the rounding of this file's haversine (both candidates' evaluations).
+        if (j != expected.index[i] && d - expected.distance[i] > 4e-16 + 2 * haversine_rounding(d)) {
+          fail(i, "index " + std::to_string(j) + " at " + std::to_string(d) + " rad, expected " + std::to_string(expected.index[i]) +
+                    " at " + std::to_string(expected.distance[i]));
+        }
+      } else if (double const excess = chord_of(d) - chord_of(expected.distance[i]);
+                 excess > fast_chord_excess(chord_of(d), chord_of(expected.distance[i]))) {
+        std::ostringstream what;
+        what.precision(17);
+        what << "index " << j << " at " << d << " rad: its chord exceeds the nearest's (" << expected.index[i] << " at "
+             << expected.distance[i] << " rad) by " << excess << ", above the fast-mode bound "
+             << fast_chord_excess(chord_of(d), chord_of(expected.distance[i]));
+        fail(i, what.str());
+      }
+      double const want = d * scale;
+      if (!got_distance.empty() && !(std::abs(reported - want) <= distance_tolerance<T>(d) * scale)) {
+        std::ostringstream what;
+        what.precision(17);
+        what << "reported distance " << reported << ", true " << want << " (tolerance " << distance_tolerance<T>(d) * scale << ")";
+        fail(i, what.str());
+      }
+    }
+  });
+  for (auto const& message : messages) { ADD_FAILURE() << message; }
+  EXPECT_EQ(failures.load(), 0U) << "observations wrong";
+}
+
+}  // namespace streamkit_test
