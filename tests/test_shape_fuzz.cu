@@ -451,7 +451,7 @@ struct nearest_case {
   streamkit::distance_unit distance = streamkit::distance_unit::radians;
   bool with_distance = true;
   streamkit::invalid_points on_invalid = streamkit::invalid_points::reject;
-  bool invalid_observations = false;  // with reject: the call must throw and write nothing
+  bool invalid_observations = false;  // with reject: the blocking call must throw and write nothing
   bool clustered = false;             // many near-ties and duplicates
   std::size_t chunk_items = 0;        // dispatch only
   [[nodiscard]] std::string describe() const
@@ -577,7 +577,9 @@ void run_nearest(nearest_case const& c, std::mt19937_64& rng, streamkit::stream 
   auto d_index = to_device(got_index, s);
   std::optional<streamkit::device_buffer<T>> d_distance;
   if (c.with_distance) { d_distance.emplace(to_device(got_distance, s)); }
-  streamkit::nearest_result_ref<Index, T> const result{d_index.data(), c.with_distance ? d_distance->data() : nullptr};
+  auto d_invalid = to_device(std::vector<unsigned long long>{0}, s);
+  streamkit::nearest_result_ref<Index, T> const result{d_index.data(), c.with_distance ? d_distance->data() : nullptr,
+                                                       d_invalid.data()};
   auto const search = [&] {
     switch (c.entry) {
       case nearest_entry::index_query: {
@@ -609,7 +611,8 @@ void run_nearest(nearest_case const& c, std::mt19937_64& rng, streamkit::stream 
       case nearest_entry::dispatch: break;
     }
   };
-  if (c.invalid_observations && c.on_invalid == streamkit::invalid_points::reject) {
+  // The blocking form rejects; the asynchronous ones mark and count on the device.
+  if (c.invalid_observations && c.on_invalid == streamkit::invalid_points::reject && c.entry == nearest_entry::one_shot) {
     STREAMKIT_EXPECT_THROW_WITH(search(), std::invalid_argument, "observations: ");
     for (Index j : to_host(d_index, s)) { ASSERT_EQ(j, Index{-7}) << "a rejected search wrote an index"; }
     return;
@@ -618,6 +621,9 @@ void run_nearest(nearest_case const& c, std::mt19937_64& rng, streamkit::stream 
   got_index = to_host(d_index, s);
   if (c.with_distance) { got_distance = to_host(*d_distance, s); }
   streamkit_test::expect_nearest(obs.seen, refs.seen, got_index, got_distance, c.precision, scale_of(c.distance));
+  std::size_t invalid = 0;
+  for (char valid : obs.seen.valid) { invalid += valid ? 0 : 1; }
+  EXPECT_EQ(to_host(d_invalid, s)[0], invalid) << "result.invalid_count";
 }
 
 nearest_case random_nearest_case(std::mt19937_64& rng)

@@ -1,5 +1,6 @@
 // Haversine nearest neighbour against a float64 CPU brute force.
 #include "gpu_test.hpp"
+#include "spin_kernel.cuh"
 #include "spatial/nearest_reference.hpp"
 #include "test_support.hpp"
 
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -231,10 +233,23 @@ TEST_F(NearestNeighbor, InvalidPointsAreRejectedWithTheirCountOrMarked)
   auto distance = to_device(std::vector<float>(lat.size(), -1.0F), s);
   streamkit::nearest_result_ref<std::int32_t, float> const out{index.data(), distance.data()};
 
-  STREAMKIT_EXPECT_THROW_WITH(streamkit::haversine_index<float>(bad, {}, s), std::invalid_argument,
+  // Blocking queries with reject (the default) count, wait and throw before writing anything.
+  streamkit::haversine_index<float> bad_references(bad, {}, s);
+  STREAMKIT_EXPECT_THROW_WITH(bad_references.query(good, out, s), std::invalid_argument,
                               "references: 3 point(s) have a non-finite coordinate or a latitude outside");
   streamkit::haversine_index<float> strict(good, {}, s);
   STREAMKIT_EXPECT_THROW_WITH(strict.query(bad, out, s), std::invalid_argument, "observations: 3 point(s)");
+  EXPECT_EQ(to_host(index, s), std::vector<std::int32_t>(lat.size(), -7)) << "a rejected query wrote an index";
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::nearest_neighbor(bad, good, out), std::invalid_argument, "observations: 3 point(s)");
+  // query_async marks with either policy and counts on the device.
+  auto count = to_device(std::vector<unsigned long long>{0}, s);
+  strict.query_async(bad, streamkit::nearest_result_ref<std::int32_t, float>{index.data(), distance.data(), count.data()}, s);
+  EXPECT_EQ(to_host(count, s)[0], 3U);
+  EXPECT_EQ(to_host(index, s), (std::vector<std::int32_t>{0, -1, -1, -1, 0}));
+  unsigned long long invalid_references = 0;
+  ASSERT_EQ(cudaMemcpy(&invalid_references, bad_references.invalid_references(), sizeof invalid_references, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  EXPECT_EQ(invalid_references, 3U);
 
   streamkit::nearest_options marking;
   marking.on_invalid = streamkit::invalid_points::mark;
@@ -253,6 +268,34 @@ TEST_F(NearestNeighbor, InvalidPointsAreRejectedWithTheirCountOrMarked)
                                                marking, s);
   none_valid.query(good, out, s);
   EXPECT_EQ(to_host(index, s)[0], -1);
+}
+
+TEST_F(NearestNeighbor, AsyncCallsNeverWaitForTheDevice)
+{
+  // Behind a 200 ms kernel, with invalid points and the reject policy: preparation, query_async and
+  // nearest_neighbor_async return at once (before this change they waited for the stream to count
+  // the invalid points, then threw).
+  streamkit::stream const s(0);
+  std::vector<float> lat{10.0F, 95.0F, -20.0F};
+  std::vector<float> lon{0.0F, 0.0F, 30.0F};
+  auto const la = to_device(lat, s);
+  auto const lo = to_device(lon, s);
+  auto index = to_device(std::vector<std::int32_t>(3, -7), s);
+  auto count = to_device(std::vector<unsigned long long>{0}, s);
+  auto const points = streamkit::points_ref<float>::separate(la.data(), lo.data(), 3, angle_unit::degrees);
+  streamkit::nearest_result_ref<std::int32_t, float> const out{index.data(), nullptr, count.data()};
+  s.sync();
+  streamkit_test::spin_then_increment<<<1, 32, 0, s.value()>>>(10 * streamkit_test::twenty_ms, nullptr);
+  ASSERT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  auto const start = std::chrono::steady_clock::now();
+  streamkit::haversine_index<float> prepared(points, {}, s);
+  prepared.query_async(points, out, s);
+  streamkit::nearest_neighbor_async(points, points, out, {}, s);
+  double const waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_FALSE(s.ready()) << "the calls returned after the 200 ms kernel: they waited";
+  EXPECT_LT(waited, 0.1);
+  EXPECT_EQ(to_host(count, s)[0], 2U) << "one invalid observation per query";
+  EXPECT_EQ(to_host(index, s), (std::vector<std::int32_t>{0, -1, 2}));
 }
 
 TEST_F(NearestNeighbor, ZeroObservationsIsANoOpAndBadArgumentsThrow)

@@ -24,7 +24,9 @@ struct host_points {
   angle_unit unit = angle_unit::radians;
 };
 
-/// Blocking. `chunk_items` = 0 picks about four chunks per worker (at least 4096 observations).
+/// Blocking. `chunk_items` = 0 picks about four chunks per worker (at least 4096 observations). With
+/// invalid_points::reject, a chunk with invalid observations (or invalid references) fails with
+/// dispatch_error naming the count, and writes nothing of its own; the GPUs never wait for a check.
 template <class T, class Index>
 void dispatch_nearest_neighbor(dispatcher& workers, host_points<T> observations, host_points<T> references, Index* index,
                                T* distance, nearest_options const& options, std::size_t chunk_items = 0)
@@ -60,7 +62,11 @@ void dispatch_nearest_neighbor(dispatcher& workers, host_points<T> observations,
         ref_lat.copy_from_host_async(cuda::std::span<T const>(references.latitude, m), s);
         ref_lon.copy_from_host_async(cuda::std::span<T const>(references.longitude, m), s);
         auto prepared = std::make_unique<haversine_index<T>>(points_ref<T>::separate(ref_lat.data(), ref_lon.data(), m, references.unit), options, s);
-        s.sync();
+        unsigned long long invalid_references = 0;
+        STREAMKIT_CUDA_TRY(cudaMemcpyAsync(&invalid_references, prepared->invalid_references(), sizeof invalid_references,
+                                           cudaMemcpyDeviceToHost, s.value()));
+        s.sync();  // the lane's other streams use the references once this chunk releases the lock
+        detail::expect_valid_points(options, invalid_references, "references");
         lane.index = std::move(prepared);
       }
     }
@@ -74,22 +80,27 @@ void dispatch_nearest_neighbor(dispatcher& workers, host_points<T> observations,
     T* obs_lon = space.device<T>(capacity, 3);
     Index* out_index = space.device<Index>(capacity, 4);
     T* out_distance = space.device<T>(capacity, 5);
+    auto* invalid = space.device<unsigned long long>(1, 6);
+    auto* staged_invalid = space.pinned<unsigned long long>(1, 4);
     std::memcpy(staged_lat, observations.latitude + chunk.items.begin, count * sizeof(T));
     std::memcpy(staged_lon, observations.longitude + chunk.items.begin, count * sizeof(T));
     chunk.copy_in([&] {
       STREAMKIT_CUDA_TRY(cudaMemcpyAsync(obs_lat, staged_lat, count * sizeof(T), cudaMemcpyHostToDevice, s.value()));
       STREAMKIT_CUDA_TRY(cudaMemcpyAsync(obs_lon, staged_lon, count * sizeof(T), cudaMemcpyHostToDevice, s.value()));
     });
+    STREAMKIT_CUDA_TRY(cudaMemsetAsync(invalid, 0, sizeof *invalid, s.value()));
     lane.index->query_async(points_ref<T>::separate(obs_lat, obs_lon, count, observations.unit),
-                            nearest_result_ref<Index, T>{out_index, distance != nullptr ? out_distance : nullptr}, s,
+                            nearest_result_ref<Index, T>{out_index, distance != nullptr ? out_distance : nullptr, invalid}, s,
                             scratch[chunk.worker]);
     chunk.copy_out([&] {
+      STREAMKIT_CUDA_TRY(cudaMemcpyAsync(staged_invalid, invalid, sizeof *invalid, cudaMemcpyDeviceToHost, s.value()));
       STREAMKIT_CUDA_TRY(cudaMemcpyAsync(staged_index, out_index, count * sizeof(Index), cudaMemcpyDeviceToHost, s.value()));
       if (distance != nullptr) {
         STREAMKIT_CUDA_TRY(cudaMemcpyAsync(staged_distance, out_distance, count * sizeof(T), cudaMemcpyDeviceToHost, s.value()));
       }
     });
     s.sync();
+    detail::expect_valid_points(options, *staged_invalid, "observations");  // before this chunk writes anything
     std::memcpy(index + chunk.items.begin, staged_index, count * sizeof(Index));
     if (distance != nullptr) { std::memcpy(distance + chunk.items.begin, staged_distance, count * sizeof(T)); }
   });

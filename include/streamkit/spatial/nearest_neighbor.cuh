@@ -29,11 +29,14 @@
 /// Ties resolve to the smallest reference index; results do not depend on the launch configuration.
 ///
 /// Inputs that are not well formed: M = 0 throws std::invalid_argument; N = 0 does nothing. A point
-/// with a non-finite coordinate or a latitude outside [-90°, 90°] is *invalid*: with
-/// `invalid_points::reject` (the default) the call throws std::invalid_argument with the count of
-/// invalid points (this checks on the device and synchronises the stream); with
-/// `invalid_points::mark` an invalid observation gets index -1 and a NaN distance, and invalid
-/// references are never chosen (an observation with no valid reference also gets -1 and NaN).
+/// with a non-finite coordinate or a latitude outside [-90°, 90°] is *invalid*. Invalid references are
+/// never chosen; an invalid observation (or one with no valid reference) gets index -1 and a NaN
+/// distance. The `_async` calls and preparation never wait for the device: they mark, and count on the
+/// device (`nearest_result_ref::invalid_count`, `haversine_index::invalid_references()`), where the
+/// caller reads the counts when it chooses. The blocking calls (`haversine_index::query`,
+/// `nearest_neighbor`) with `invalid_points::reject` (the default) count first, wait, and throw
+/// std::invalid_argument with the count of invalid references or observations before anything is
+/// written; with `invalid_points::mark` they mark as the `_async` calls do.
 /// Longitudes may take any finite value.
 
 #include <streamkit/spatial/detail/nearest_neighbor_kernels.cuh>
@@ -81,12 +84,15 @@ struct points_ref {
   }
 };
 
-/// Where results go, on the device: `index[i]` (required) and `distance[i]` (optional, may be null).
+/// Where results go, on the device: `index[i]` (required), `distance[i]` (optional, may be null) and
+/// `invalid_count` (optional): a counter to which a query adds the number of invalid observations, in
+/// stream order (the caller zeroes it, and reads it when it chooses).
 template <class Index, class T>
 struct nearest_result_ref {
   static_assert(std::is_same_v<Index, std::int32_t> || std::is_same_v<Index, std::int64_t>, "indices are int32 or int64");
   Index* index = nullptr;
   T* distance = nullptr;
+  unsigned long long* invalid_count = nullptr;
 };
 
 struct nearest_options {
@@ -97,14 +103,9 @@ struct nearest_options {
   double sphere_radius_km = earth_radius_km;
 };
 
-/// A prepared reference set that can be queried many times. Preparation (unit vectors and double
-/// coordinates, one pass over M points) is cheap, so call update() every time step when the
-/// references move; it reuses memory when the new set is no larger. Scratch memory for queries is
-/// kept and reused, so a loop of query_async() calls allocates nothing after the first.
-/// Not thread-safe: use one object per concurrent stream.
-/// Working memory of nearest-neighbour queries (partial results, a counter of invalid points),
-/// kept between queries so that repeated queries allocate nothing. One per stream lets several
-/// streams, and host threads, query one haversine_index at once.
+/// Working memory of nearest-neighbour queries (partial results), kept between queries so that
+/// repeated queries allocate nothing. One per stream lets several streams, and host threads, query one
+/// haversine_index at once.
 class nearest_scratch {
  public:
   nearest_scratch() = default;
@@ -113,13 +114,19 @@ class nearest_scratch {
   template <class>
   friend class haversine_index;
   device_buffer<std::byte> partials_;
-  device_buffer<unsigned long long> invalid_count_;
 };
 
+/// A prepared reference set that can be queried many times. Preparation (unit vectors and double
+/// coordinates, one pass over M points) is cheap, so call update() every time step when the
+/// references move; it reuses memory when the new set is no larger. Scratch memory for queries is
+/// kept and reused, so a loop of query_async() calls allocates nothing after the first.
+/// Not thread-safe: use one object per concurrent stream, or the const query_async() with a
+/// nearest_scratch per stream.
 template <class T>
 class haversine_index {
  public:
-  /// Prepares `references` on `stream` (which also orders every later use of the object's memory).
+  /// Prepares `references` on `stream` (which also orders every later use of the object's memory);
+  /// does not wait for the device.
   haversine_index(points_ref<T> references, nearest_options const& options, stream_ref stream);
 
   /// Move-only; a moved-from index is empty: querying it throws std::logic_error.
@@ -128,6 +135,7 @@ class haversine_index {
         count_(std::exchange(other.count_, 0)),
         device_(std::exchange(other.device_, -1)),
         references_(std::move(other.references_)),
+        invalid_counts_(std::move(other.invalid_counts_)),
         scratch_(std::move(other.scratch_))
   {
   }
@@ -138,6 +146,7 @@ class haversine_index {
       count_ = std::exchange(other.count_, 0);
       device_ = std::exchange(other.device_, -1);
       references_ = std::move(other.references_);
+      invalid_counts_ = std::move(other.invalid_counts_);
       scratch_ = std::move(other.scratch_);
     }
     return *this;
@@ -146,10 +155,11 @@ class haversine_index {
   haversine_index& operator=(haversine_index const&) = delete;
   ~haversine_index() = default;
 
-  /// Replaces the reference set (same options), ordered on `stream`.
+  /// Replaces the reference set (same options), ordered on `stream`; does not wait for the device.
   void update(points_ref<T> references, stream_ref stream);
 
-  /// Enqueues the search for every observation on `stream`.
+  /// Enqueues the search for every observation on `stream`; never waits for the device. Invalid
+  /// observations are marked (and counted when `result.invalid_count` is set).
   template <class Index>
   void query_async(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream);
   /// As query_async(), with the caller's working memory and without touching the index: several
@@ -159,32 +169,40 @@ class haversine_index {
   template <class Index>
   void query_async(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream,
                    nearest_scratch& scratch) const;
-  /// As query_async(), then waits for the result.
+  /// As query_async(), then waits for the result. With invalid_points::reject it first counts the
+  /// invalid references and observations on `stream`, waits, and throws std::invalid_argument with
+  /// the count before anything is written.
   template <class Index>
   void query(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream);
 
   [[nodiscard]] std::size_t size() const noexcept { return count_; }
+  /// Device counter of the invalid references of the last preparation, written in the order of its
+  /// stream (null for a moved-from index).
+  [[nodiscard]] unsigned long long const* invalid_references() const noexcept { return invalid_counts_.data(); }
   [[nodiscard]] nearest_options const& options() const noexcept { return options_; }
 
  private:
+  /// Throws for a moved-from index, bad observations or result, or a stream of another device.
+  template <class Index>
+  void expect_query(points_ref<T> const& observations, nearest_result_ref<Index, T> const& result, stream_ref stream) const;
   template <class V, class Index>
   void search(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
-  /// Throws if `source` has invalid points and the policy is reject (synchronises `stream`).
-  void reject_invalid(unsigned long long const* device_count, char const* argument, stream_ref stream) const;
 
   nearest_options options_;
   std::size_t count_ = 0;
   int device_ = -1;
-  device_buffer<std::byte> references_;  // unit vectors, then double coordinates
-  nearest_scratch scratch_;              // of prepare() and the queries without a scratch argument
+  device_buffer<std::byte> references_;           // unit vectors, then double coordinates
+  device_buffer<unsigned long long> invalid_counts_;  // invalid references (update), observations (blocking query)
+  nearest_scratch scratch_;                       // of the queries without a scratch argument
 };
 
 /// One-shot search: prepares `references`, enqueues the search on `stream` (scratch memory is
-/// allocated and freed in stream order).
+/// allocated and freed in stream order); never waits for the device.
 template <class T, class Index>
 void nearest_neighbor_async(points_ref<T> observations, points_ref<T> references, nearest_result_ref<Index, T> result,
                             nearest_options const& options, stream_ref stream);
-/// As nearest_neighbor_async() on the calling thread's default stream, then waits for the result.
+/// As nearest_neighbor_async() on the calling thread's default stream, then waits for the result;
+/// with invalid_points::reject, throws for invalid points before anything is written.
 template <class T, class Index>
 void nearest_neighbor(points_ref<T> observations, points_ref<T> references, nearest_result_ref<Index, T> result,
                       nearest_options const& options = {});

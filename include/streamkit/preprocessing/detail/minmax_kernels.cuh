@@ -306,7 +306,7 @@ __global__ void minmax_reset(std::size_t cols, ordered_t<T>* min_bits, ordered_t
   }
 }
 
-/// Decodes the accumulators into min, max (NaN for all-NaN columns) and scale.
+/// Decodes the accumulators into min, max (NaN for all-NaN columns) and scale (unless null).
 template <class T>
 __global__ void minmax_finalize(std::size_t cols, ordered_t<T> const* min_bits, ordered_t<T> const* max_bits,
                                 scaling<T> s, T* min_out, T* max_out, T* scale_out)
@@ -317,7 +317,7 @@ __global__ void minmax_finalize(std::size_t cols, ordered_t<T> const* min_bits, 
     settle(min, max);
     min_out[j] = min;
     max_out[j] = max;
-    scale_out[j] = column_scale(min, max, s);
+    if (scale_out != nullptr) { scale_out[j] = column_scale(min, max, s); }
   }
 }
 

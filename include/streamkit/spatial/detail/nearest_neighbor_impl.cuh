@@ -39,6 +39,14 @@ void expect_index_capacity(std::size_t m)
                       " references; use int64");
 }
 
+/// With invalid_points::reject, throws std::invalid_argument naming `argument` unless `invalid` is 0.
+inline void expect_valid_points(nearest_options const& options, unsigned long long invalid, char const* argument)
+{
+  STREAMKIT_EXPECTS(options.on_invalid != invalid_points::reject || invalid == 0, std::invalid_argument,
+                    std::string(argument) + ": " + std::to_string(invalid) +
+                      " point(s) have a non-finite coordinate or a latitude outside [-90, 90] degrees");
+}
+
 inline std::size_t align_up(std::size_t bytes) noexcept { return (bytes + 255) / 256 * 256; }
 
 /// Where a prepared reference set keeps its arrays in one allocation: float unit vectors, double ones
@@ -105,32 +113,18 @@ void haversine_index<T>::update(points_ref<T> references, stream_ref stream)
   reference_layout const layout(m, options_.precision == nn_precision::exact);
   if (references_.size() < layout.bytes || stream_device != device_) {
     references_ = device_buffer<std::byte>(layout.bytes, stream);
+    invalid_counts_ = device_buffer<unsigned long long>(2, stream);
     scratch_ = nearest_scratch();
   }
-  if (scratch_.invalid_count_.empty()) { scratch_.invalid_count_ = device_buffer<unsigned long long>(1, stream); }
   device_ = stream_device;
   references_.set_stream(stream);
-  scratch_.invalid_count_.set_stream(stream);
+  invalid_counts_.set_stream(stream);
   count_ = m;
-  unsigned long long* const invalid_count = scratch_.invalid_count_.data();
-  STREAMKIT_CUDA_TRY(cudaMemsetAsync(invalid_count, 0, sizeof(unsigned long long), stream.value()));
+  STREAMKIT_CUDA_TRY(cudaMemsetAsync(invalid_counts_.data(), 0, sizeof(unsigned long long), stream.value()));
   std::byte* const base = references_.data();
   prepare_references<T><<<grid_size("prepare_references", m, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
-    source_of(references), m, layout.vectors(base), layout.precise(base), layout.coordinates(base), invalid_count);
+    source_of(references), m, layout.vectors(base), layout.precise(base), layout.coordinates(base), invalid_counts_.data());
   STREAMKIT_CHECK_LAUNCH();
-  reject_invalid(invalid_count, "references", stream);
-}
-
-template <class T>
-void haversine_index<T>::reject_invalid(unsigned long long const* device_count, char const* argument, stream_ref stream) const
-{
-  if (options_.on_invalid != invalid_points::reject) { return; }
-  unsigned long long invalid = 0;
-  STREAMKIT_CUDA_TRY(cudaMemcpyAsync(&invalid, device_count, sizeof invalid, cudaMemcpyDeviceToHost, stream.value()));
-  stream.sync();
-  STREAMKIT_EXPECTS(invalid == 0, std::invalid_argument,
-                    std::string(argument) + ": " + std::to_string(invalid) +
-                      " point(s) have a non-finite coordinate or a latitude outside [-90, 90] degrees");
 }
 
 template <class T>
@@ -146,20 +140,9 @@ template <class Index>
 void haversine_index<T>::query_async(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream,
                                      nearest_scratch& scratch) const
 {
-  STREAMKIT_EXPECTS(count_ > 0, std::logic_error, "haversine_index: query of a moved-from index");
-  detail::expect_points(observations, "observations");
-  STREAMKIT_EXPECTS(result.index != nullptr || observations.count == 0, std::invalid_argument,
-                    "result.index: null with " + std::to_string(observations.count) + " observations");
-  detail::expect_index_capacity<Index>(count_);
+  expect_query(observations, result, stream);
   if (observations.count == 0) { return; }
-  int const stream_device = stream.device();
-  STREAMKIT_EXPECTS(stream_device == device_, std::invalid_argument,
-                    "stream: belongs to device " + std::to_string(stream_device) + " but the reference set to device " +
-                      std::to_string(device_));
-  if (scratch.invalid_count_.empty() || scratch.invalid_count_.device() != device_) {
-    scratch.partials_ = device_buffer<std::byte>();
-    scratch.invalid_count_ = device_buffer<unsigned long long>(1, stream);
-  }
+  if (!scratch.partials_.empty() && scratch.partials_.device() != device_) { scratch.partials_ = device_buffer<std::byte>(); }
   if (options_.precision == nn_precision::exact) {
     search<double>(observations, result, stream, scratch);
   } else {
@@ -177,15 +160,6 @@ void haversine_index<T>::search(points_ref<T> observations, nearest_result_ref<I
   device_guard guard(device_);
   std::size_t const n = observations.count;
   auto const source = source_of(observations);
-
-  scratch.invalid_count_.set_stream(stream);
-  if (options_.on_invalid == invalid_points::reject) {
-    unsigned long long* const invalid_count = scratch.invalid_count_.data();
-    STREAMKIT_CUDA_TRY(cudaMemsetAsync(invalid_count, 0, sizeof(unsigned long long), stream.value()));
-    count_invalid_points<T><<<grid_size("count_invalid_points", n, 256, grid_stride_blocks), 256, 0, stream.value()>>>(source, n, invalid_count);
-    STREAMKIT_CHECK_LAUNCH();
-    reject_invalid(invalid_count, "observations", stream);
-  }
 
   int blocks_per_sm = 0;
   STREAMKIT_CUDA_TRY(
@@ -210,14 +184,47 @@ void haversine_index<T>::search(points_ref<T> observations, nearest_result_ref<I
   STREAMKIT_CHECK_LAUNCH();
   nearest_pass2<V, Index, T><<<grid_size("nearest_pass2", n, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
     source, n, layout.coordinates(base), plan.slices, partial_value, partial_index, result.index, result.distance,
-    distance_scale(options_));
+    distance_scale(options_), result.invalid_count);
   STREAMKIT_CHECK_LAUNCH();
+}
+
+template <class T>
+template <class Index>
+void haversine_index<T>::expect_query(points_ref<T> const& observations, nearest_result_ref<Index, T> const& result,
+                                      stream_ref stream) const
+{
+  STREAMKIT_EXPECTS(count_ > 0, std::logic_error, "haversine_index: query of a moved-from index");
+  detail::expect_points(observations, "observations");
+  STREAMKIT_EXPECTS(result.index != nullptr || observations.count == 0, std::invalid_argument,
+                    "result.index: null with " + std::to_string(observations.count) + " observations");
+  detail::expect_index_capacity<Index>(count_);
+  if (observations.count == 0) { return; }
+  int const stream_device = stream.device();
+  STREAMKIT_EXPECTS(stream_device == device_, std::invalid_argument,
+                    "stream: belongs to device " + std::to_string(stream_device) + " but the reference set to device " +
+                      std::to_string(device_));
 }
 
 template <class T>
 template <class Index>
 void haversine_index<T>::query(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream)
 {
+  expect_query(observations, result, stream);
+  if (options_.on_invalid == invalid_points::reject && observations.count > 0) {
+    // The one place that waits before the search: reject means nothing is written.
+    using namespace detail;
+    device_guard guard(device_);
+    unsigned long long* const observations_count = invalid_counts_.data() + 1;
+    STREAMKIT_CUDA_TRY(cudaMemsetAsync(observations_count, 0, sizeof(unsigned long long), stream.value()));
+    count_invalid_points<T><<<grid_size("count_invalid_points", observations.count, 256, grid_stride_blocks), 256, 0,
+                              stream.value()>>>(source_of(observations), observations.count, observations_count);
+    STREAMKIT_CHECK_LAUNCH();
+    unsigned long long invalid[2] = {0, 0};
+    STREAMKIT_CUDA_TRY(cudaMemcpyAsync(invalid, invalid_counts_.data(), sizeof invalid, cudaMemcpyDeviceToHost, stream.value()));
+    stream.sync();
+    detail::expect_valid_points(options_, invalid[0], "references");
+    detail::expect_valid_points(options_, invalid[1], "observations");
+  }
   query_async(observations, result, stream);
   stream.sync();
 }
@@ -235,8 +242,8 @@ void nearest_neighbor(points_ref<T> observations, points_ref<T> references, near
                       nearest_options const& options)
 {
   stream_ref const stream = stream_ref::per_thread_default();
-  nearest_neighbor_async(observations, references, result, options, stream);
-  stream.sync();
+  haversine_index<T> index(references, options, stream);
+  index.query(observations, result, stream);
 }
 
 }  // namespace streamkit

@@ -254,12 +254,14 @@ __global__ void __launch_bounds__(pass1_shape<V>::threads)
 }
 
 /// Pass 2: merges the slices of each observation (lowest slice wins ties, so the lowest index wins)
-/// and writes the winner's index and its double-precision haversine distance times `scale`.
+/// and writes the winner's index and its double-precision haversine distance times `scale`; adds the
+/// number of invalid observations to `invalid_count` when it is not null.
 template <class V, class Index, class T>
 __global__ void nearest_pass2(point_source<T> observations, std::size_t n, lat_lon const* reference_coordinates,
                               std::size_t slices, V const* partial_value, Index const* partial_index, Index* out_index,
-                              T* out_distance, double scale)
+                              T* out_distance, double scale, unsigned long long* invalid_count)
 {
+  unsigned long long invalid = 0;
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x) {
     V best = cuda::std::numeric_limits<V>::infinity();
     Index index = -1;
@@ -273,6 +275,7 @@ __global__ void nearest_pass2(point_source<T> observations, std::size_t n, lat_l
     }
     double lat, lon;
     bool const valid = load_point(observations, i, lat, lon);
+    invalid += valid ? 0 : 1;
     double distance = cuda::std::numeric_limits<double>::quiet_NaN();
     if (valid && index >= 0) {
       lat_lon const ref = reference_coordinates[index];
@@ -283,6 +286,7 @@ __global__ void nearest_pass2(point_source<T> observations, std::size_t n, lat_l
     out_index[i] = index;
     if (out_distance != nullptr) { out_distance[i] = static_cast<T>(distance); }
   }
+  if (invalid_count != nullptr && invalid > 0) { atomicAdd(invalid_count, invalid); }
 }
 
 }  // namespace streamkit::detail
