@@ -74,7 +74,7 @@ int run(int argc, char** argv)
   auto const references = streamkit::points_ref<float>::separate(d_place_lat.data(), d_place_lon.data(), place_lat.size(),
                                                                   streamkit::angle_unit::degrees);
   auto const queries = streamkit::points_ref<float>::separate(d_obs_lat.data(), d_obs_lon.data(), n, streamkit::angle_unit::degrees);
-  streamkit::haversine_index<float> index(references, options, s);
+  streamkit::brute_force_index<float> index(references, options, s);
   streamkit::nearest_result_ref<std::int32_t, float> const result{d_index.data(), d_km.data()};
   index.query(queries, result, s);  // warm-up
   streamkit::gpu_duration elapsed{};

@@ -84,7 +84,7 @@ int main(int argc, char** argv)
   std::vector<float> distance(n);
   streamkit::device_buffer<float> d_obs_lat(n, s), d_obs_lon(n, s), d_ref_lat(m, s), d_ref_lon(m, s);
   streamkit::device_buffer<std::int32_t> d_index(n, s);
-  std::unique_ptr<streamkit::haversine_index<float>> prepared;
+  std::unique_ptr<streamkit::brute_force_index<float>> prepared;
 
   memory_use after_warm_up{};
   long failures = 0;
@@ -117,7 +117,7 @@ int main(int argc, char** argv)
         d_ref_lon.copy_from_host_async(cuda::std::span<float const>(ref_lon.data(), m), s);
         auto const refs = streamkit::points_ref<float>::separate(d_ref_lat.data(), d_ref_lon.data(), m);
         if (!prepared) {
-          prepared = std::make_unique<streamkit::haversine_index<float>>(refs, streamkit::nearest_options{}, s);
+          prepared = std::make_unique<streamkit::brute_force_index<float>>(refs, streamkit::nearest_options{}, s);
         } else {
           prepared->update(refs, s);
         }

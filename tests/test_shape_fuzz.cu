@@ -181,8 +181,7 @@ void run_minmax(minmax_case const& c, std::mt19937_64& rng, streamkit::stream co
       auto d_min = to_device(std::vector<T>(c.cols, T(streamkit_test::poison)), s);
       auto d_max = to_device(std::vector<T>(c.cols, T(streamkit_test::poison)), s);
       if (c.entry == minmax_entry::normalize) {
-        s.sync();  // the blocking form runs on the thread's default stream
-        streamkit::minmax_normalize<T>(in_ref, out_ref, options);
+        streamkit::minmax_normalize(in_ref, out_ref, options, s);  // a mutable view passes as the input
       } else {
         streamkit::minmax_normalize_async<T>(in_ref, out_ref, options, s, d_min.data(), d_max.data());
       }
@@ -430,9 +429,9 @@ enum class nearest_entry { index_query, index_query_scratch, index_update, one_s
 char const* name_of(nearest_entry e)
 {
   switch (e) {
-    case nearest_entry::index_query: return "haversine_index::query_async";
-    case nearest_entry::index_query_scratch: return "haversine_index::query_async with a scratch";
-    case nearest_entry::index_update: return "haversine_index::update then query";
+    case nearest_entry::index_query: return "brute_force_index::query_async";
+    case nearest_entry::index_query_scratch: return "brute_force_index::query_async with a scratch";
+    case nearest_entry::index_update: return "brute_force_index::update then query";
     case nearest_entry::one_shot_async: return "nearest_neighbor_async";
     case nearest_entry::one_shot: return "nearest_neighbor";
     case nearest_entry::dispatch: break;
@@ -583,12 +582,12 @@ void run_nearest(nearest_case const& c, std::mt19937_64& rng, streamkit::stream 
   auto const search = [&] {
     switch (c.entry) {
       case nearest_entry::index_query: {
-        streamkit::haversine_index<T> index(refs.ref, options, s);
+        streamkit::brute_force_index<T> index(refs.ref, options, s);
         index.query_async(obs.ref, result, s);
         break;
       }
       case nearest_entry::index_query_scratch: {
-        streamkit::haversine_index<T> const index(refs.ref, options, s);
+        streamkit::brute_force_index<T> const index(refs.ref, options, s);
         streamkit::nearest_scratch scratch;
         index.query_async(obs.ref, result, s, scratch);
         s.sync();  // the index and the scratch must outlive the query
@@ -598,16 +597,13 @@ void run_nearest(nearest_case const& c, std::mt19937_64& rng, streamkit::stream 
         // Prepared first on another set of another size, then updated to this one.
         auto const other = upload<T>(streamkit_test::uniform_points(log_uniform(rng, 1, 2 * c.m), rng), nearest_case{}, s);
         streamkit::nearest_options lenient = options;
-        streamkit::haversine_index<T> index(other.ref, lenient, s);
+        streamkit::brute_force_index<T> index(other.ref, lenient, s);
         index.update(refs.ref, s);
         index.query_async(obs.ref, result, s);
         break;
       }
       case nearest_entry::one_shot_async: streamkit::nearest_neighbor_async(obs.ref, refs.ref, result, options, s); break;
-      case nearest_entry::one_shot:
-        s.sync();  // the blocking form runs on the thread's default stream
-        streamkit::nearest_neighbor(obs.ref, refs.ref, result, options);
-        break;
+      case nearest_entry::one_shot: streamkit::nearest_neighbor(obs.ref, refs.ref, result, options, s); break;
       case nearest_entry::dispatch: break;
     }
   };

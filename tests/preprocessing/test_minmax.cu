@@ -90,6 +90,34 @@ TYPED_TEST(MinMax, EveryShapeLayoutAndPitchMatchesTheReference)
   }
 }
 
+TYPED_TEST(MinMax, BlockingFormsWaitForWorkAlreadyOnTheirStream)
+{
+  // The input lands on the caller's stream behind a 100 ms kernel. The blocking forms take that
+  // stream, so they scale the data that lands (before they took none and ran on the thread's default
+  // stream, which does not wait for a non-blocking stream: they read the poison). The mutable view
+  // passes as the input without template arguments.
+  using T = TypeParam;
+  streamkit::stream const s(0);
+  host_matrix<T> in(300, 20, layout::column_major);
+  fill_random(in, this->rng);
+  auto d_x = to_device(std::vector<T>(in.storage.size(), T(poison)), s);
+  auto d_min = to_device(std::vector<T>(20, T(poison)), s);
+  auto d_max = to_device(std::vector<T>(20, T(poison)), s);
+  auto const x = in.ref(d_x.data());
+  s.sync();
+  streamkit_test::spin_then_increment<<<1, 32, 0, s.value()>>>(5 * streamkit_test::twenty_ms, nullptr);
+  ASSERT_EQ(cudaMemcpyAsync(d_x.data(), in.storage.data(), in.storage.size() * sizeof(T), cudaMemcpyHostToDevice, s.value()),
+            cudaSuccess);
+  streamkit::column_minmax(x, d_min.data(), d_max.data(), s);
+  streamkit::minmax_normalize(x, x, {T(0), T(1), false}, s);
+  host_matrix<T> out = in;
+  out.storage = to_host(d_x, s);
+  expect_scaled(in, out, 0, 1, false);
+  auto const f = fit_reference(in, 0, 1);
+  auto const mins = to_host(d_min, s);
+  for (std::size_t j = 0; j < 20; ++j) { EXPECT_EQ(static_cast<double>(mins[j]), f.min[j]) << j; }
+}
+
 TYPED_TEST(MinMax, ConstantNearConstantNanAndInfiniteColumns)
 {
   using T = TypeParam;
@@ -300,7 +328,7 @@ TYPED_TEST(MinMax, ScalerIsSafeToShareBetweenThreads)
   }
 
   // Fits of two data sets and transforms interleaved from every thread: each transform sees one whole fit.
-  scaler.fit(x.ref(const_cast<T*>(d_x.data())));
+  scaler.fit(x.ref(const_cast<T*>(d_x.data())), setup);
   auto const fit_x = fit_reference(x, 0, 1);
   auto const fit_other = fit_reference(other, 0, 1);
   std::atomic<int> torn{0}, transforms{0};

@@ -71,7 +71,7 @@ void check_search(point_set const& obs, point_set const& refs, case_options cons
   auto distance = to_device(std::vector<T>(obs.size(), T(-12345)), s);
   streamkit::nearest_options nn;
   nn.precision = options.precision;
-  streamkit::haversine_index<T> prepared(refs_ref, nn, s);
+  streamkit::brute_force_index<T> prepared(refs_ref, nn, s);
   prepared.query(obs_ref, streamkit::nearest_result_ref<Index, T>{index.data(), distance.data()}, s);
   std::vector<Index> const got_index = to_host(index, s);
   std::vector<T> const got_distance = to_host(distance, s);
@@ -209,7 +209,7 @@ TEST_F(NearestNeighbor, DistanceUnits)
     auto const pts = streamkit::points_ref<double>::separate(la.data(), lo.data(), 2, angle_unit::degrees);
     auto const obs = streamkit::points_ref<double>::separate(la.data() + 1, lo.data() + 1, 1, angle_unit::degrees);
     streamkit::points_ref<double> const first_only{pts.latitude, pts.longitude, 1, 1, angle_unit::degrees};
-    streamkit::haversine_index<double> prepared(first_only, options, s);
+    streamkit::brute_force_index<double> prepared(first_only, options, s);
     prepared.query(obs, streamkit::nearest_result_ref<std::int32_t, double>{index.data(), distance.data()}, s);
     double const radians = streamkit::haversine(0.0, 0.0, streamkit::radians_from_degrees(10.0), streamkit::radians_from_degrees(20.0));
     double const scale = unit == streamkit::distance_unit::radians ? 1.0
@@ -234,13 +234,13 @@ TEST_F(NearestNeighbor, InvalidPointsAreRejectedWithTheirCountOrMarked)
   streamkit::nearest_result_ref<std::int32_t, float> const out{index.data(), distance.data()};
 
   // Blocking queries with reject (the default) count, wait and throw before writing anything.
-  streamkit::haversine_index<float> bad_references(bad, {}, s);
+  streamkit::brute_force_index<float> bad_references(bad, {}, s);
   STREAMKIT_EXPECT_THROW_WITH(bad_references.query(good, out, s), std::invalid_argument,
                               "references: 3 point(s) have a non-finite coordinate or a latitude outside");
-  streamkit::haversine_index<float> strict(good, {}, s);
+  streamkit::brute_force_index<float> strict(good, {}, s);
   STREAMKIT_EXPECT_THROW_WITH(strict.query(bad, out, s), std::invalid_argument, "observations: 3 point(s)");
   EXPECT_EQ(to_host(index, s), std::vector<std::int32_t>(lat.size(), -7)) << "a rejected query wrote an index";
-  STREAMKIT_EXPECT_THROW_WITH(streamkit::nearest_neighbor(bad, good, out), std::invalid_argument, "observations: 3 point(s)");
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::nearest_neighbor(bad, good, out, {}, s), std::invalid_argument, "observations: 3 point(s)");
   // query_async marks with either policy and counts on the device.
   auto count = to_device(std::vector<unsigned long long>{0}, s);
   strict.query_async(bad, streamkit::nearest_result_ref<std::int32_t, float>{index.data(), distance.data(), count.data()}, s);
@@ -253,7 +253,7 @@ TEST_F(NearestNeighbor, InvalidPointsAreRejectedWithTheirCountOrMarked)
 
   streamkit::nearest_options marking;
   marking.on_invalid = streamkit::invalid_points::mark;
-  streamkit::haversine_index<float> lenient(bad, marking, s);  // references 1..3 are never chosen
+  streamkit::brute_force_index<float> lenient(bad, marking, s);  // references 1..3 are never chosen
   lenient.query(bad, out, s);
   auto const got_index = to_host(index, s);
   auto const got_distance = to_host(distance, s);
@@ -263,7 +263,7 @@ TEST_F(NearestNeighbor, InvalidPointsAreRejectedWithTheirCountOrMarked)
     EXPECT_EQ(std::isnan(got_distance[i]), expected[i] < 0) << i;
   }
   // Only invalid references: every observation is marked.
-  streamkit::haversine_index<float> none_valid(streamkit::points_ref<float>::separate(la.data() + 1, lo.data() + 1, 3,
+  streamkit::brute_force_index<float> none_valid(streamkit::points_ref<float>::separate(la.data() + 1, lo.data() + 1, 3,
                                                                                       angle_unit::degrees),
                                                marking, s);
   none_valid.query(good, out, s);
@@ -288,7 +288,7 @@ TEST_F(NearestNeighbor, AsyncCallsNeverWaitForTheDevice)
   streamkit_test::spin_then_increment<<<1, 32, 0, s.value()>>>(10 * streamkit_test::twenty_ms, nullptr);
   ASSERT_EQ(cudaPeekAtLastError(), cudaSuccess);
   auto const start = std::chrono::steady_clock::now();
-  streamkit::haversine_index<float> prepared(points, {}, s);
+  streamkit::brute_force_index<float> prepared(points, {}, s);
   prepared.query_async(points, out, s);
   streamkit::nearest_neighbor_async(points, points, out, {}, s);
   double const waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -302,12 +302,12 @@ TEST_F(NearestNeighbor, ZeroObservationsIsANoOpAndBadArgumentsThrow)
 {
   streamkit::stream const s(0);
   auto const la = to_device(std::vector<float>{1.0F}, s);
-  streamkit::haversine_index<float> prepared(streamkit::points_ref<float>::separate(la.data(), la.data(), 1), {}, s);
+  streamkit::brute_force_index<float> prepared(streamkit::points_ref<float>::separate(la.data(), la.data(), 1), {}, s);
   prepared.query(streamkit::points_ref<float>::separate(nullptr, nullptr, 0), streamkit::nearest_result_ref<std::int32_t, float>{}, s);
   STREAMKIT_EXPECT_THROW_WITH(
     prepared.query(streamkit::points_ref<float>::separate(la.data(), la.data(), 1), streamkit::nearest_result_ref<std::int32_t, float>{}, s),
     std::invalid_argument, "result.index: null with 1 observations");
-  streamkit::haversine_index<float> moved(std::move(prepared));
+  streamkit::brute_force_index<float> moved(std::move(prepared));
   std::int32_t* const no_index = nullptr;
   STREAMKIT_EXPECT_THROW_WITH(prepared.query(streamkit::points_ref<float>::separate(la.data(), la.data(), 1),  // NOLINT: moved-from under test
                                              streamkit::nearest_result_ref<std::int32_t, float>{no_index, nullptr}, s),
@@ -328,15 +328,15 @@ TEST_F(NearestNeighbor, ZeroObservationsIsANoOpAndBadArgumentsThrow)
 TEST(NearestNeighborHost, EmptyReferenceSetIsRejectedBeforeAnyCudaCall)
 {
   float const x = 0.0F;
-  STREAMKIT_EXPECT_THROW_WITH(streamkit::haversine_index<float>(streamkit::points_ref<float>::separate(&x, &x, 0), {},
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::brute_force_index<float>(streamkit::points_ref<float>::separate(&x, &x, 0), {},
                                                                 streamkit::stream_ref::per_thread_default()),
                               std::invalid_argument, "references: the reference set is empty (M = 0)");
-  STREAMKIT_EXPECT_THROW_WITH(streamkit::haversine_index<float>(streamkit::points_ref<float>::separate(nullptr, &x, 5), {},
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::brute_force_index<float>(streamkit::points_ref<float>::separate(nullptr, &x, 5), {},
                                                                 streamkit::stream_ref::per_thread_default()),
                               std::invalid_argument, "references: null coordinates with a count of 5");
   streamkit::nearest_options bad_radius;
   bad_radius.sphere_radius_km = -1.0;
-  STREAMKIT_EXPECT_THROW_WITH(streamkit::haversine_index<float>(streamkit::points_ref<float>::separate(&x, &x, 1), bad_radius,
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::brute_force_index<float>(streamkit::points_ref<float>::separate(&x, &x, 1), bad_radius,
                                                                 streamkit::stream_ref::per_thread_default()),
                               std::invalid_argument, "options.sphere_radius_km");
 }

@@ -55,6 +55,15 @@ struct matrix_ref {
 };
 
 namespace detail {
+/// T itself, in a context where template arguments are not deduced: a parameter of type
+/// identity_t<matrix_ref<T const>> takes a matrix_ref<T> (converted) once T is deduced elsewhere.
+template <class T>
+struct identity {
+  using type = T;
+};
+template <class T>
+using identity_t = typename identity<T>::type;
+
 /// Throws std::invalid_argument naming `argument` if the view is not well formed.
 template <class T>
 void expect_matrix(matrix_ref<T> const& m, char const* argument)

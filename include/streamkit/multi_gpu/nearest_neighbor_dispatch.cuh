@@ -44,7 +44,7 @@ void dispatch_nearest_neighbor(dispatcher& workers, host_points<T> observations,
   std::size_t const m = references.count;
   struct lane_references {
     std::mutex mutex;
-    std::unique_ptr<haversine_index<T>> index;
+    std::unique_ptr<brute_force_index<T>> index;
   };
   std::vector<lane_references> lanes(workers.devices().size());
   std::vector<nearest_scratch> scratch(workers.worker_count());
@@ -61,7 +61,7 @@ void dispatch_nearest_neighbor(dispatcher& workers, host_points<T> observations,
         device_buffer<T> ref_lat(m, s), ref_lon(m, s);
         ref_lat.copy_from_host_async(cuda::std::span<T const>(references.latitude, m), s);
         ref_lon.copy_from_host_async(cuda::std::span<T const>(references.longitude, m), s);
-        auto prepared = std::make_unique<haversine_index<T>>(points_ref<T>::separate(ref_lat.data(), ref_lon.data(), m, references.unit), options, s);
+        auto prepared = std::make_unique<brute_force_index<T>>(points_ref<T>::separate(ref_lat.data(), ref_lon.data(), m, references.unit), options, s);
         unsigned long long invalid_references = 0;
         STREAMKIT_CUDA_TRY(cudaMemcpyAsync(&invalid_references, prepared->invalid_references(), sizeof invalid_references,
                                            cudaMemcpyDeviceToHost, s.value()));

@@ -16,9 +16,9 @@
 /// - feature_range must satisfy lo < hi, both finite (std::invalid_argument otherwise).
 ///
 /// Bad arguments (null data with a non-zero size, a leading dimension below the width, lo ≥ hi,
-/// shapes that do not match) throw std::invalid_argument before anything is written. Nothing runs on
-/// the legacy default stream: the `_async` forms take a stream last; the blocking forms run on the
-/// calling thread's default stream and wait.
+/// shapes that do not match) throw std::invalid_argument before anything is written. Every call takes
+/// its stream last: the `_async` forms enqueue on it and never wait; the blocking forms are the
+/// `_async` form, then a wait for that stream.
 
 #include <streamkit/preprocessing/detail/minmax_kernels.cuh>
 #include <streamkit/memory/device_buffer.hpp>
@@ -41,11 +41,13 @@ struct minmax_options {
   bool clip = false;
 };
 
-/// Per-column min and max (NaN ignored) of `x` into device arrays of x.cols elements.
+/// Per-column min and max (NaN ignored) of `x` into device arrays of x.cols elements, on `stream`.
+/// `x` may be a mutable view: T is deduced from `min` and `max`.
 template <class T>
-void column_minmax_async(matrix_ref<T const> x, T* min, T* max, stream_ref stream);
+void column_minmax_async(detail::identity_t<matrix_ref<T const>> x, T* min, T* max, stream_ref stream);
+/// column_minmax_async(), then waits for `stream`.
 template <class T>
-void column_minmax(matrix_ref<T const> x, T* min, T* max);
+void column_minmax(detail::identity_t<matrix_ref<T const>> x, T* min, T* max, stream_ref stream);
 
 /// Fit and transform in one call; `out` may be `in` (in place) and may have another layout or pitch,
 /// but the same rows × cols. Short columns are read once: row-major up to 64 rows, column-major up to
@@ -53,11 +55,15 @@ void column_minmax(matrix_ref<T const> x, T* min, T* max);
 /// float (a cluster of blocks per column, the column in their shared memory); others twice (one
 /// reduction, one transform). `min`/`max` may be null or device arrays
 /// of `cols` elements that receive the fitted values.
+/// `in` may be a mutable view (`minmax_normalize_async(x, x, options, stream)` scales in place): T is
+/// deduced from `out`.
 template <class T>
-void minmax_normalize_async(matrix_ref<T const> in, matrix_ref<T> out, minmax_options<T> const& options,
+void minmax_normalize_async(detail::identity_t<matrix_ref<T const>> in, matrix_ref<T> out, minmax_options<T> const& options,
                             stream_ref stream, T* min = nullptr, T* max = nullptr);
+/// minmax_normalize_async(), then waits for `stream`.
 template <class T>
-void minmax_normalize(matrix_ref<T const> in, matrix_ref<T> out, minmax_options<T> const& options = {});
+void minmax_normalize(detail::identity_t<matrix_ref<T const>> in, matrix_ref<T> out, minmax_options<T> const& options,
+                      stream_ref stream);
 
 namespace detail {
 template <class T>
@@ -98,10 +104,11 @@ class minmax_scaler {
   void transform_async(matrix_ref<T const> x, matrix_ref<T> out, stream_ref stream) const;
   void inverse_transform_async(matrix_ref<T const> x, matrix_ref<T> out, stream_ref stream) const;
 
-  void fit(matrix_ref<T const> x);
-  void partial_fit(matrix_ref<T const> x);
-  void transform(matrix_ref<T const> x, matrix_ref<T> out) const;
-  void inverse_transform(matrix_ref<T const> x, matrix_ref<T> out) const;
+  /// The `_async` forms, then a wait for `stream`.
+  void fit(matrix_ref<T const> x, stream_ref stream);
+  void partial_fit(matrix_ref<T const> x, stream_ref stream);
+  void transform(matrix_ref<T const> x, matrix_ref<T> out, stream_ref stream) const;
+  void inverse_transform(matrix_ref<T const> x, matrix_ref<T> out, stream_ref stream) const;
 
   [[nodiscard]] bool fitted() const { return n_features() > 0; }
   [[nodiscard]] std::size_t n_features() const;

@@ -32,8 +32,8 @@
 /// with a non-finite coordinate or a latitude outside [-90°, 90°] is *invalid*. Invalid references are
 /// never chosen; an invalid observation (or one with no valid reference) gets index -1 and a NaN
 /// distance. The `_async` calls and preparation never wait for the device: they mark, and count on the
-/// device (`nearest_result_ref::invalid_count`, `haversine_index::invalid_references()`), where the
-/// caller reads the counts when it chooses. The blocking calls (`haversine_index::query`,
+/// device (`nearest_result_ref::invalid_count`, `brute_force_index::invalid_references()`), where the
+/// caller reads the counts when it chooses. The blocking calls (`brute_force_index::query`,
 /// `nearest_neighbor`) with `invalid_points::reject` (the default) count first, wait, and throw
 /// std::invalid_argument with the count of invalid references or observations before anything is
 /// written; with `invalid_points::mark` they mark as the `_async` calls do.
@@ -105,32 +105,34 @@ struct nearest_options {
 
 /// Working memory of nearest-neighbour queries (partial results), kept between queries so that
 /// repeated queries allocate nothing. One per stream lets several streams, and host threads, query one
-/// haversine_index at once.
+/// brute_force_index at once.
 class nearest_scratch {
  public:
   nearest_scratch() = default;
 
  private:
   template <class>
-  friend class haversine_index;
+  friend class brute_force_index;
   device_buffer<std::byte> partials_;
 };
 
-/// A prepared reference set that can be queried many times. Preparation (unit vectors and double
+/// The brute-force search engine: a prepared reference set that is searched pair by pair (every
+/// observation against every reference), the better engine for small reference sets; a spatial index
+/// with the same construct / update() / query interface may sit beside it. Preparation (unit vectors and double
 /// coordinates, one pass over M points) is cheap, so call update() every time step when the
 /// references move; it reuses memory when the new set is no larger. Scratch memory for queries is
 /// kept and reused, so a loop of query_async() calls allocates nothing after the first.
 /// Not thread-safe: use one object per concurrent stream, or the const query_async() with a
 /// nearest_scratch per stream.
 template <class T>
-class haversine_index {
+class brute_force_index {
  public:
   /// Prepares `references` on `stream` (which also orders every later use of the object's memory);
   /// does not wait for the device.
-  haversine_index(points_ref<T> references, nearest_options const& options, stream_ref stream);
+  brute_force_index(points_ref<T> references, nearest_options const& options, stream_ref stream);
 
   /// Move-only; a moved-from index is empty: querying it throws std::logic_error.
-  haversine_index(haversine_index&& other) noexcept
+  brute_force_index(brute_force_index&& other) noexcept
       : options_(other.options_),
         count_(std::exchange(other.count_, 0)),
         device_(std::exchange(other.device_, -1)),
@@ -139,7 +141,7 @@ class haversine_index {
         scratch_(std::move(other.scratch_))
   {
   }
-  haversine_index& operator=(haversine_index&& other) noexcept
+  brute_force_index& operator=(brute_force_index&& other) noexcept
   {
     if (this != &other) {
       options_ = other.options_;
@@ -151,9 +153,9 @@ class haversine_index {
     }
     return *this;
   }
-  haversine_index(haversine_index const&) = delete;
-  haversine_index& operator=(haversine_index const&) = delete;
-  ~haversine_index() = default;
+  brute_force_index(brute_force_index const&) = delete;
+  brute_force_index& operator=(brute_force_index const&) = delete;
+  ~brute_force_index() = default;
 
   /// Replaces the reference set (same options), ordered on `stream`; does not wait for the device.
   void update(points_ref<T> references, stream_ref stream);
@@ -201,11 +203,11 @@ class haversine_index {
 template <class T, class Index>
 void nearest_neighbor_async(points_ref<T> observations, points_ref<T> references, nearest_result_ref<Index, T> result,
                             nearest_options const& options, stream_ref stream);
-/// As nearest_neighbor_async() on the calling thread's default stream, then waits for the result;
-/// with invalid_points::reject, throws for invalid points before anything is written.
+/// As nearest_neighbor_async(), then waits for `stream`; with invalid_points::reject, throws for
+/// invalid points before anything is written.
 template <class T, class Index>
 void nearest_neighbor(points_ref<T> observations, points_ref<T> references, nearest_result_ref<Index, T> result,
-                      nearest_options const& options = {});
+                      nearest_options const& options, stream_ref stream);
 
 }  // namespace streamkit
 

@@ -125,7 +125,7 @@ void apply(matrix_ref<T const> const& in, matrix_ref<T> const& out, T const* min
 }  // namespace detail
 
 template <class T>
-void column_minmax_async(matrix_ref<T const> x, T* min, T* max, stream_ref stream)
+void column_minmax_async(detail::identity_t<matrix_ref<T const>> x, T* min, T* max, stream_ref stream)
 {
   detail::expect_matrix(x, "x");
   STREAMKIT_EXPECTS((min != nullptr && max != nullptr) || x.cols == 0, std::invalid_argument,
@@ -139,15 +139,15 @@ void column_minmax_async(matrix_ref<T const> x, T* min, T* max, stream_ref strea
 }
 
 template <class T>
-void column_minmax(matrix_ref<T const> x, T* min, T* max)
+void column_minmax(detail::identity_t<matrix_ref<T const>> x, T* min, T* max, stream_ref stream)
 {
-  column_minmax_async(x, min, max, stream_ref::per_thread_default());
-  stream_ref::per_thread_default().sync();
+  column_minmax_async<T>(x, min, max, stream);
+  stream.sync();
 }
 
 template <class T>
-void minmax_normalize_async(matrix_ref<T const> in, matrix_ref<T> out, minmax_options<T> const& options, stream_ref stream,
-                            T* min, T* max)
+void minmax_normalize_async(detail::identity_t<matrix_ref<T const>> in, matrix_ref<T> out, minmax_options<T> const& options,
+                            stream_ref stream, T* min, T* max)
 {
   detail::expect_options(options);
   detail::expect_matrix(in, "in");
@@ -181,10 +181,11 @@ void minmax_normalize_async(matrix_ref<T const> in, matrix_ref<T> out, minmax_op
 }
 
 template <class T>
-void minmax_normalize(matrix_ref<T const> in, matrix_ref<T> out, minmax_options<T> const& options)
+void minmax_normalize(detail::identity_t<matrix_ref<T const>> in, matrix_ref<T> out, minmax_options<T> const& options,
+                      stream_ref stream)
 {
-  minmax_normalize_async(in, out, options, stream_ref::per_thread_default());
-  stream_ref::per_thread_default().sync();
+  minmax_normalize_async<T>(in, out, options, stream);
+  stream.sync();
 }
 
 namespace detail {
@@ -334,28 +335,28 @@ void minmax_scaler<T>::inverse_transform_async(matrix_ref<T const> x, matrix_ref
 }
 
 template <class T>
-void minmax_scaler<T>::fit(matrix_ref<T const> x)
+void minmax_scaler<T>::fit(matrix_ref<T const> x, stream_ref stream)
 {
-  fit_async(x, stream_ref::per_thread_default());
-  stream_ref::per_thread_default().sync();
+  fit_async(x, stream);
+  stream.sync();
 }
 template <class T>
-void minmax_scaler<T>::partial_fit(matrix_ref<T const> x)
+void minmax_scaler<T>::partial_fit(matrix_ref<T const> x, stream_ref stream)
 {
-  partial_fit_async(x, stream_ref::per_thread_default());
-  stream_ref::per_thread_default().sync();
+  partial_fit_async(x, stream);
+  stream.sync();
 }
 template <class T>
-void minmax_scaler<T>::transform(matrix_ref<T const> x, matrix_ref<T> out) const
+void minmax_scaler<T>::transform(matrix_ref<T const> x, matrix_ref<T> out, stream_ref stream) const
 {
-  transform_async(x, out, stream_ref::per_thread_default());
-  stream_ref::per_thread_default().sync();
+  transform_async(x, out, stream);
+  stream.sync();
 }
 template <class T>
-void minmax_scaler<T>::inverse_transform(matrix_ref<T const> x, matrix_ref<T> out) const
+void minmax_scaler<T>::inverse_transform(matrix_ref<T const> x, matrix_ref<T> out, stream_ref stream) const
 {
-  inverse_transform_async(x, out, stream_ref::per_thread_default());
-  stream_ref::per_thread_default().sync();
+  inverse_transform_async(x, out, stream);
+  stream.sync();
 }
 
 template <class T>

@@ -93,7 +93,7 @@ inline double distance_scale(nearest_options const& options)
 }  // namespace detail
 
 template <class T>
-haversine_index<T>::haversine_index(points_ref<T> references, nearest_options const& options, stream_ref stream)
+brute_force_index<T>::brute_force_index(points_ref<T> references, nearest_options const& options, stream_ref stream)
     : options_(options)
 {
   STREAMKIT_EXPECTS(options.sphere_radius_km > 0 && std::isfinite(options.sphere_radius_km), std::invalid_argument,
@@ -102,7 +102,7 @@ haversine_index<T>::haversine_index(points_ref<T> references, nearest_options co
 }
 
 template <class T>
-void haversine_index<T>::update(points_ref<T> references, stream_ref stream)
+void brute_force_index<T>::update(points_ref<T> references, stream_ref stream)
 {
   detail::expect_points(references, "references");
   STREAMKIT_EXPECTS(references.count > 0, std::invalid_argument, "references: the reference set is empty (M = 0)");
@@ -129,7 +129,7 @@ void haversine_index<T>::update(points_ref<T> references, stream_ref stream)
 
 template <class T>
 template <class Index>
-void haversine_index<T>::query_async(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream)
+void brute_force_index<T>::query_async(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream)
 {
   query_async(observations, result, stream, scratch_);
   references_.set_stream(stream);  // the index's memory is released after its last query
@@ -137,7 +137,7 @@ void haversine_index<T>::query_async(points_ref<T> observations, nearest_result_
 
 template <class T>
 template <class Index>
-void haversine_index<T>::query_async(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream,
+void brute_force_index<T>::query_async(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream,
                                      nearest_scratch& scratch) const
 {
   expect_query(observations, result, stream);
@@ -152,7 +152,7 @@ void haversine_index<T>::query_async(points_ref<T> observations, nearest_result_
 
 template <class T>
 template <class V, class Index>
-void haversine_index<T>::search(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream,
+void brute_force_index<T>::search(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream,
                                 nearest_scratch& scratch) const
 {
   using namespace detail;
@@ -190,10 +190,10 @@ void haversine_index<T>::search(points_ref<T> observations, nearest_result_ref<I
 
 template <class T>
 template <class Index>
-void haversine_index<T>::expect_query(points_ref<T> const& observations, nearest_result_ref<Index, T> const& result,
+void brute_force_index<T>::expect_query(points_ref<T> const& observations, nearest_result_ref<Index, T> const& result,
                                       stream_ref stream) const
 {
-  STREAMKIT_EXPECTS(count_ > 0, std::logic_error, "haversine_index: query of a moved-from index");
+  STREAMKIT_EXPECTS(count_ > 0, std::logic_error, "brute_force_index: query of a moved-from index");
   detail::expect_points(observations, "observations");
   STREAMKIT_EXPECTS(result.index != nullptr || observations.count == 0, std::invalid_argument,
                     "result.index: null with " + std::to_string(observations.count) + " observations");
@@ -207,7 +207,7 @@ void haversine_index<T>::expect_query(points_ref<T> const& observations, nearest
 
 template <class T>
 template <class Index>
-void haversine_index<T>::query(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream)
+void brute_force_index<T>::query(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream)
 {
   expect_query(observations, result, stream);
   if (options_.on_invalid == invalid_points::reject && observations.count > 0) {
@@ -233,16 +233,15 @@ template <class T, class Index>
 void nearest_neighbor_async(points_ref<T> observations, points_ref<T> references, nearest_result_ref<Index, T> result,
                             nearest_options const& options, stream_ref stream)
 {
-  haversine_index<T> index(references, options, stream);
+  brute_force_index<T> index(references, options, stream);
   index.query_async(observations, result, stream);
 }
 
 template <class T, class Index>
 void nearest_neighbor(points_ref<T> observations, points_ref<T> references, nearest_result_ref<Index, T> result,
-                      nearest_options const& options)
+                      nearest_options const& options, stream_ref stream)
 {
-  stream_ref const stream = stream_ref::per_thread_default();
-  haversine_index<T> index(references, options, stream);
+  brute_force_index<T> index(references, options, stream);
   index.query(observations, result, stream);
 }
 
