@@ -6,7 +6,7 @@
 #   tests/gpu_check.sh [build-dir]        (default build-gpu-check)
 #   STREAMKIT_TEST_BINARY=path tests/gpu_check.sh   reuse an already built test binary
 #
-# Tests that measure overlap or copy speed are left out under the sanitizers, which serialise
+# Tests that measure overlap, copy speed or how long a call keeps the host are left out under the sanitizers, which serialise
 # kernels and slow copies; they run in the plain pass. racecheck, synccheck and initcheck also leave
 # out the host-to-host, stress and many-thread tests (thousands of launches of the kernels that the
 # other tests cover), which take too long under them; memcheck runs them. Tests that make a CUDA call
@@ -48,8 +48,8 @@ if [[ $steps == *" tests "* ]]; then
   summary+=("tests:      $(grep -E '^\[  PASSED  \]' "$logs/tests.log" | head -1) $(grep -E '^\[  FAILED  \] [0-9]+ test' "$logs/tests.log" | head -1) (exit $status)")
 fi
 
-filter='-*Overlap*:*Faster*'
-slow_filter='-*Overlap*:*Faster*:*HostToHost*:*Stress*:*ManyThreads*'
+filter='-*Overlap*:*Faster*:*NeverWait*'
+slow_filter='-*Overlap*:*Faster*:*NeverWait*:*HostToHost*:*Stress*:*ManyThreads*'
 sanitizer=${COMPUTE_SANITIZER:-compute-sanitizer}
 limit=${STREAMKIT_SANITIZER_TIMEOUT:-300}
 test_limit=${STREAMKIT_RACECHECK_TEST_TIMEOUT:-120}

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <numeric>
@@ -268,8 +269,17 @@ TEST_F(Dispatcher, StressOfSmallBatchesKeepsMemoryFlat)
 {
   streamkit::dispatcher d({{0, 0}, 2});
   std::vector<double> in(512, 1.5), out(512, 0.0);
-  auto const enqueue = [&](streamkit::chunk_context& c) { enqueue_squares(c, in.data(), out.data(), 64); };
-  d.run(512, 64, enqueue);  // warm-up: every worker allocates its buffers
+  std::vector<std::atomic<bool>> ran(d.worker_count());
+  auto const enqueue = [&](streamkit::chunk_context& c) {
+    ran[c.worker] = true;
+    enqueue_squares(c, in.data(), out.data(), 64);
+  };
+  // Warm-up until every worker has had a chunk and so allocated its buffers (chunks go to whichever
+  // worker is free: one batch may leave a worker idle).
+  for (int batch = 0; batch < 1000 && !std::all_of(ran.begin(), ran.end(), [](auto const& r) { return r.load(); }); ++batch) {
+    d.run(512, 64, enqueue);
+  }
+  ASSERT_TRUE(std::all_of(ran.begin(), ran.end(), [](auto const& r) { return r.load(); }));
   std::size_t const allocations = d.workspace_allocations();
   std::size_t const free_before = settled_free_memory();
   std::size_t const pinned_before = streamkit::pinned_bytes_in_use();
