@@ -112,12 +112,6 @@ struct copy_order {
 /// workspace is free again when the worker's next chunk starts.
 class chunk_context {
  public:
-  chunk_context(int device_id, std::size_t lane_index, stream_ref work, item_range range, std::size_t worker_index,
-                stream_workspace& memory, detail::copy_order& order)
-      : device(device_id), lane(lane_index), stream(work), items(range), worker(worker_index), workspace(memory), order_(order)
-  {
-  }
-
   int device;
   std::size_t lane;    ///< index of the device in dispatcher::devices(): state shared by that device's streams
   stream_ref stream;
@@ -140,6 +134,12 @@ class chunk_context {
   }
 
  private:
+  friend class dispatcher;  // the only one that makes chunks
+  chunk_context(int device_id, std::size_t lane_index, stream_ref work, item_range range, std::size_t worker_index,
+                stream_workspace& memory, detail::copy_order& order)
+      : device(device_id), lane(lane_index), stream(work), items(range), worker(worker_index), workspace(memory), order_(order)
+  {
+  }
   template <class Enqueue>
   void in_order(detail::copy_queue& queue, Enqueue&& enqueue)
   {
