@@ -48,8 +48,8 @@ if [[ $steps == *" tests "* ]]; then
   summary+=("tests:      $(grep -E '^\[  PASSED  \]' "$logs/tests.log" | head -1) $(grep -E '^\[  FAILED  \] [0-9]+ test' "$logs/tests.log" | head -1) (exit $status)")
 fi
 
-filter='-*Overlap*:*Faster*:*NeverWait*'
-slow_filter='-*Overlap*:*Faster*:*NeverWait*:*HostToHost*:*Stress*:*ManyThreads*'
+filter='-*Overlap*:*Faster*:*NeverWait*:*WorkerThreads*'
+slow_filter='-*Overlap*:*Faster*:*NeverWait*:*WorkerThreads*:*HostToHost*:*Stress*:*ManyThreads*'
 sanitizer=${COMPUTE_SANITIZER:-compute-sanitizer}
 limit=${STREAMKIT_SANITIZER_TIMEOUT:-300}
 test_limit=${STREAMKIT_RACECHECK_TEST_TIMEOUT:-120}

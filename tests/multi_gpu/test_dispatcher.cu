@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <fstream>
 #include <numeric>
 #include <random>
 #include <set>
@@ -250,6 +251,43 @@ TEST_F(Dispatcher, OneRunAtATimeFromManyThreads)
     bool const ran = out[t][0] != -1.0;
     for (double x : out[t]) { ASSERT_EQ(x, ran ? std::fma(double(t), double(t), 1.0) : -1.0); }
   }
+}
+
+/// Threads of this process, from /proc/self/status (Linux).
+std::size_t process_threads()
+{
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Threads:", 0) == 0) { return std::stoul(line.substr(8)); }
+  }
+  return 0;
+}
+
+TEST_F(Dispatcher, WorkerThreadsLiveAsLongAsTheDispatcher)
+{
+  // Before, every run started a thread per worker but the first and joined them at its end.
+  std::size_t const outside = process_threads();
+  ASSERT_GT(outside, 0U) << "/proc/self/status has no thread count";
+  std::size_t between = 0;
+  {
+    streamkit::dispatcher d({{0}, 4});
+    std::vector<double> in(64, 2.0), out(64, 0.0);
+    std::atomic<std::size_t> during{0};
+    auto const enqueue = [&](streamkit::chunk_context& c) {
+      during = std::max(during.load(), process_threads());
+      enqueue_squares(c, in.data(), out.data(), 8);
+    };
+    d.run(64, 8, enqueue);  // warm-up: the CUDA runtime may start threads of its own on first use
+    between = process_threads();
+    EXPECT_GE(between, outside + 3) << "three worker threads besides the caller's";
+    during = 0;
+    d.run(64, 8, enqueue);
+    EXPECT_EQ(during.load(), between) << "a run started threads";
+    EXPECT_EQ(process_threads(), between) << "a run ended threads";
+    for (double x : out) { ASSERT_EQ(x, 5.0); }
+  }
+  EXPECT_LE(process_threads(), between - 3) << "the dispatcher's threads outlived it";
 }
 
 TEST_F(Dispatcher, AsyncRunAndProgress)

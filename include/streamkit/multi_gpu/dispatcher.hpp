@@ -15,7 +15,9 @@
 /// direction, so with several streams per device the bus carries one chunk at a time in each
 /// direction while other chunks compute.
 ///
-/// Threads: one run at a time per dispatcher; run() or run_async() while a batch is running throws
+/// Threads: the dispatcher keeps one host thread per worker but the first for its whole life (the
+/// first worker runs on the thread that calls run()); a run wakes them, none is created per run. One
+/// run at a time per dispatcher; run() or run_async() while a batch is running throws
 /// std::logic_error (so sharing a dispatcher between host threads is safe but serialises nothing:
 /// use one dispatcher per thread to run batches at once).
 
@@ -28,6 +30,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <exception>
 #include <functional>
@@ -222,6 +225,72 @@ namespace detail {
   }
   return requested;
 }
+/// Threads that live as long as their owner and run one job at a time: run(count, job) calls
+/// job(0) on the calling thread and job(1) … job(count − 1) on the pool's threads, then waits for all.
+/// `job` must not throw.
+class worker_pool {
+ public:
+  explicit worker_pool(std::size_t threads)
+  {
+    for (std::size_t k = 1; k <= threads; ++k) { threads_.emplace_back([this, k] { serve(k); }); }
+  }
+  worker_pool(worker_pool const&) = delete;
+  worker_pool& operator=(worker_pool const&) = delete;
+  ~worker_pool()
+  {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (auto& thread : threads_) { thread.join(); }
+  }
+
+  void run(std::size_t count, std::function<void(std::size_t)> const& job)
+  {
+    if (count == 0) { return; }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_ = &job;
+      active_ = std::min(count, threads_.size() + 1);
+      remaining_ = active_ - 1;
+      ++generation_;
+    }
+    wake_.notify_all();
+    job(0);
+    std::unique_lock<std::mutex> lock(mutex_);
+    finished_.wait(lock, [this] { return remaining_ == 0; });
+    job_ = nullptr;
+  }
+
+ private:
+  void serve(std::size_t index)
+  {
+    std::size_t seen = 0;
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      if (stopping_) { return; }
+      seen = generation_;
+      if (index >= active_) { continue; }  // not needed in this run
+      auto const* job = job_;
+      lock.unlock();
+      (*job)(index);
+      lock.lock();
+      if (--remaining_ == 0) { finished_.notify_all(); }
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable finished_;
+  std::function<void(std::size_t)> const* job_ = nullptr;
+  std::size_t active_ = 0;      // jobs of the current run, the caller's included
+  std::size_t remaining_ = 0;   // the pool's jobs of the current run still running
+  std::size_t generation_ = 0;  // runs so far
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
 }  // namespace detail
 
 class dispatcher {
@@ -238,6 +307,7 @@ class dispatcher {
                                                          : std::max(2, device(id).copy_engine_count());
       for (int k = 0; k < streams; ++k) { workers_.push_back(std::make_unique<worker>(id, lane)); }
     }
+    pool_ = std::make_unique<detail::worker_pool>(workers_.size() - 1);
   }
   dispatcher(dispatcher const&) = delete;
   dispatcher& operator=(dispatcher const&) = delete;
@@ -339,11 +409,7 @@ class dispatcher {
         stop = true;
       }
     };
-    std::vector<std::thread> threads;
-    std::size_t const active = std::min(workers_.size(), chunks);
-    for (std::size_t i = 1; i < active; ++i) { threads.emplace_back(body, i); }
-    if (active > 0) { body(0); }
-    for (auto& t : threads) { t.join(); }
+    pool_->run(std::min(workers_.size(), chunks), body);
     if (first_error) { std::rethrow_exception(first_error); }
   }
 
@@ -360,6 +426,7 @@ class dispatcher {
   std::vector<std::unique_ptr<worker>> workers_;
   std::atomic<bool> running_{false};
   std::shared_future<void> pending_;
+  std::unique_ptr<detail::worker_pool> pool_;  // last: its threads stop before the workers go
 };
 
 }  // namespace streamkit
