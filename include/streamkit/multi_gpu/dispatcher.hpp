@@ -27,10 +27,11 @@
 #include <streamkit/core/event.hpp>
 #include <streamkit/memory/pinned_buffer.hpp>
 #include <streamkit/core/stream.hpp>
+#include <streamkit/multi_gpu/detail/copy_order.hpp>
+#include <streamkit/multi_gpu/detail/worker_pool.hpp>
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <exception>
 #include <functional>
@@ -92,22 +93,6 @@ class stream_workspace {
   std::size_t allocations_ = 0;
 };
 
-namespace detail {
-/// One direction of a device lane's copies: the copies of its chunks run one after another, in the
-/// order the chunks were enqueued. Left to themselves, copies of several streams share the bus and
-/// all finish late, which delays every chunk's compute and its copy back.
-struct copy_queue {
-  explicit copy_queue(int device) : last(device) {}
-  std::mutex mutex;
-  event last;  ///< recorded after the latest copies enqueued
-};
-/// Both directions of a device lane.
-struct copy_order {
-  explicit copy_order(int device) : in(device), out(device) {}
-  copy_queue in;
-  copy_queue out;
-};
-}  // namespace detail
 
 /// What the caller's callable gets for one chunk. The callable enqueues the chunk's work (copies in,
 /// kernels, copies out) on `stream`; the dispatcher waits for the stream before the chunk counts as
@@ -225,72 +210,6 @@ namespace detail {
   }
   return requested;
 }
-/// Threads that live as long as their owner and run one job at a time: run(count, job) calls
-/// job(0) on the calling thread and job(1) … job(count − 1) on the pool's threads, then waits for all.
-/// `job` must not throw.
-class worker_pool {
- public:
-  explicit worker_pool(std::size_t threads)
-  {
-    for (std::size_t k = 1; k <= threads; ++k) { threads_.emplace_back([this, k] { serve(k); }); }
-  }
-  worker_pool(worker_pool const&) = delete;
-  worker_pool& operator=(worker_pool const&) = delete;
-  ~worker_pool()
-  {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    for (auto& thread : threads_) { thread.join(); }
-  }
-
-  void run(std::size_t count, std::function<void(std::size_t)> const& job)
-  {
-    if (count == 0) { return; }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      job_ = &job;
-      active_ = std::min(count, threads_.size() + 1);
-      remaining_ = active_ - 1;
-      ++generation_;
-    }
-    wake_.notify_all();
-    job(0);
-    std::unique_lock<std::mutex> lock(mutex_);
-    finished_.wait(lock, [this] { return remaining_ == 0; });
-    job_ = nullptr;
-  }
-
- private:
-  void serve(std::size_t index)
-  {
-    std::size_t seen = 0;
-    std::unique_lock<std::mutex> lock(mutex_);
-    for (;;) {
-      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) { return; }
-      seen = generation_;
-      if (index >= active_) { continue; }  // not needed in this run
-      auto const* job = job_;
-      lock.unlock();
-      (*job)(index);
-      lock.lock();
-      if (--remaining_ == 0) { finished_.notify_all(); }
-    }
-  }
-
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::condition_variable finished_;
-  std::function<void(std::size_t)> const* job_ = nullptr;
-  std::size_t active_ = 0;      // jobs of the current run, the caller's included
-  std::size_t remaining_ = 0;   // the pool's jobs of the current run still running
-  std::size_t generation_ = 0;  // runs so far
-  bool stopping_ = false;
-  std::vector<std::thread> threads_;
-};
 }  // namespace detail
 
 class dispatcher {
