@@ -302,20 +302,27 @@ minmax_case random_minmax_case(std::mt19937_64& rng)
   return c;
 }
 
+/// A fixed shape, in place, in the given layout, type and entry point.
+minmax_case fixed_minmax_case(std::size_t rows, std::size_t cols, layout order, bool is_double = false,
+                              minmax_entry entry = minmax_entry::normalize_async)
+{
+  minmax_case c;
+  c.rows = rows;
+  c.cols = cols;
+  c.order = order;
+  c.out_order = order;
+  c.is_double = is_double;
+  c.entry = entry;
+  return c;
+}
+
 /// Shapes at the edges of the launch arithmetic, in place with the asynchronous form unless said.
 std::vector<minmax_case> extreme_minmax_cases()
 {
   std::vector<minmax_case> cases;
   auto const add = [&](std::size_t rows, std::size_t cols, layout order, bool is_double = false,
                        minmax_entry entry = minmax_entry::normalize_async) {
-    minmax_case c;
-    c.rows = rows;
-    c.cols = cols;
-    c.order = order;
-    c.out_order = order;
-    c.is_double = is_double;
-    c.entry = entry;
-    cases.push_back(c);
+    cases.push_back(fixed_minmax_case(rows, cols, order, is_double, entry));
   };
   std::size_t const past_old_cap = (std::size_t{1} << 23) + 1000;  // 2^20 blocks of 8 columns, the cap before the fix
   for (layout order : {layout::row_major, layout::column_major}) {
@@ -335,14 +342,7 @@ std::vector<minmax_case> extreme_minmax_cases()
 std::vector<minmax_case> giant_minmax_cases()
 {
   std::vector<minmax_case> cases;
-  auto const add = [&](std::size_t rows, std::size_t cols, layout order) {
-    minmax_case c;
-    c.rows = rows;
-    c.cols = cols;
-    c.order = order;
-    c.out_order = order;
-    cases.push_back(c);
-  };
+  auto const add = [&](std::size_t rows, std::size_t cols, layout order) { cases.push_back(fixed_minmax_case(rows, cols, order)); };
   std::size_t const past_2p31 = (std::size_t{1} << 31) + 5;
   add(4, (std::size_t{1} << 29) + 5, layout::row_major);                                       // minmax_rows_fused
   add(past_2p31, 1, layout::row_major);                                                        // minmax_reduce_narrow, minmax_apply's stride

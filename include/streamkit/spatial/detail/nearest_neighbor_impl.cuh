@@ -138,7 +138,7 @@ void brute_force_index<T>::query_async(points_ref<T> observations, nearest_resul
 template <class T>
 template <class Index>
 void brute_force_index<T>::query_async(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream,
-                                     nearest_scratch& scratch) const
+                                       nearest_scratch& scratch) const
 {
   expect_query(observations, result, stream);
   if (observations.count == 0) { return; }
@@ -153,7 +153,7 @@ void brute_force_index<T>::query_async(points_ref<T> observations, nearest_resul
 template <class T>
 template <class V, class Index>
 void brute_force_index<T>::search(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream,
-                                nearest_scratch& scratch) const
+                                  nearest_scratch& scratch) const
 {
   using namespace detail;
   using shape = pass1_shape<V>;
@@ -191,7 +191,7 @@ void brute_force_index<T>::search(points_ref<T> observations, nearest_result_ref
 template <class T>
 template <class Index>
 void brute_force_index<T>::expect_query(points_ref<T> const& observations, nearest_result_ref<Index, T> const& result,
-                                      stream_ref stream) const
+                                        stream_ref stream) const
 {
   STREAMKIT_EXPECTS(count_ > 0, std::logic_error, "brute_force_index: query of a moved-from index");
   detail::expect_points(observations, "observations");
