@@ -134,9 +134,13 @@ void nearest_on_gpus(benchmark::State& state)
   std::vector<float> distance(n);
   streamkit::nearest_options options;
   options.on_invalid = streamkit::invalid_points::mark;
+  // One time step: the moved references are prepared on every GPU, then the observations searched.
+  auto const references = streamkit::points_ref<float>::separate(ref_lat.data(), ref_lon.data(), m);
+  streamkit::multi_gpu_nearest_neighbor<float> search(d, references, options);
   wall_time(state, [&] {
-    streamkit::dispatch_nearest_neighbor<float, std::int32_t>(d, {obs_lat.data(), obs_lon.data(), n}, {ref_lat.data(), ref_lon.data(), m},
-                                                             index.data(), distance.data(), options);
+    search.update(references);
+    search.query(streamkit::points_ref<float>::separate(obs_lat.data(), obs_lon.data(), n),
+                 streamkit::neighbors_ref<std::int32_t, float>::dense(index.data(), distance.data(), n));
   });
   state.counters["pairs_per_s"] = benchmark::Counter(static_cast<double>(n) * m, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["gpus"] = gpus;

@@ -55,7 +55,7 @@ void nearest(benchmark::State& state, streamkit::nn_precision precision, bool in
   auto const observations = streamkit::points_ref<float>::separate(obs_lat.data(), obs_lon.data(), n);
   auto const references = streamkit::points_ref<float>::separate(ref_lat.data(), ref_lon.data(), m);
   streamkit::brute_force_index<float> prepared(references, options, s);
-  streamkit::nearest_result_ref<std::int32_t, float> const result{index.data(), distance.data()};
+  auto const result = streamkit::neighbors_ref<std::int32_t, float>::dense(index.data(), distance.data(), n);
   streamkit_bench::time_on_stream(state, s, [&](streamkit::stream_ref stream) {
     if (include_prepare) { prepared.update(references, stream); }
     prepared.query_async(observations, result, stream);

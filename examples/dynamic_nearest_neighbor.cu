@@ -1,6 +1,7 @@
 // Dynamic nearest neighbour: every time step the reference points move and new observations arrive;
 // the exact nearest reference of each observation is recomputed on every GPU (the dispatcher spreads
-// the observations over all devices, each preparing the moved references once per step). Prints
+// the observations over all devices; multi_gpu_nearest_neighbor keeps each GPU's references and
+// scratch, and update() prepares the moved references on every GPU once per step). Prints
 // per-step time (host in, host out) and pairs/s, and checks a sample of each step against the CPU.
 #include "common/example_support.hpp"
 
@@ -25,6 +26,8 @@ int main()
   std::vector<std::int32_t> index(observations);
   std::normal_distribution<float> drift(0.0F, 0.05F);
   std::size_t wrong = 0;
+  auto const moving = streamkit::points_ref<float>::separate(ref_lat.data(), ref_lon.data(), references, streamkit::angle_unit::degrees);
+  streamkit::multi_gpu_nearest_neighbor<float> search(workers, moving, {});
   for (std::size_t step = 0; step <= steps; ++step) {
     for (std::size_t j = 0; j < references; ++j) {  // references drift and stay on the sphere
       ref_lat[j] = std::clamp(ref_lat[j] + drift(rng), -90.0F, 90.0F);
@@ -32,9 +35,9 @@ int main()
     }
     streamkit_examples::random_points(observations, rng, obs_lat, obs_lon);
     auto const begin = std::chrono::steady_clock::now();
-    streamkit::dispatch_nearest_neighbor<float, std::int32_t>(
-      workers, {obs_lat.data(), obs_lon.data(), observations, streamkit::angle_unit::degrees},
-      {ref_lat.data(), ref_lon.data(), references, streamkit::angle_unit::degrees}, index.data(), nullptr, {});
+    search.update(moving);
+    search.query(streamkit::points_ref<float>::separate(obs_lat.data(), obs_lon.data(), observations, streamkit::angle_unit::degrees),
+                 streamkit::neighbors_ref<std::int32_t, float>::dense(index.data(), nullptr, observations));
     double const ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
     auto const rad = [](float d) { return streamkit::radians_from_degrees(static_cast<double>(d)); };
     for (std::size_t i = 0; i < observations; i += observations / 200) {

@@ -75,7 +75,7 @@ int run(int argc, char** argv)
                                                                   streamkit::angle_unit::degrees);
   auto const queries = streamkit::points_ref<float>::separate(d_obs_lat.data(), d_obs_lon.data(), n, streamkit::angle_unit::degrees);
   streamkit::brute_force_index<float> index(references, options, s);
-  streamkit::nearest_result_ref<std::int32_t, float> const result{d_index.data(), d_km.data()};
+  auto const result = streamkit::neighbors_ref<std::int32_t, float>::dense(d_index.data(), d_km.data(), n);
   index.query(queries, result, s);  // warm-up
   streamkit::gpu_duration elapsed{};
   {

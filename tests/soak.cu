@@ -124,16 +124,16 @@ int main(int argc, char** argv)
         std::fill(index.begin(), index.end(), -1);
         d_index.copy_from_host_async(cuda::std::span<std::int32_t const>(index.data(), n), s);
         prepared->query_async(streamkit::points_ref<float>::separate(d_obs_lat.data(), d_obs_lon.data(), n),
-                              streamkit::nearest_result_ref<std::int32_t, float>{d_index.data(), nullptr}, s);
+                              streamkit::neighbors_ref<std::int32_t, float>::dense(d_index.data(), nullptr, n), s);
         d_index.copy_to_host_async(cuda::std::span<std::int32_t>(index.data(), n), s);
         s.sync();
         break;
       }
       default: {  // dispatched over the workers, host in and out
         std::fill(index.begin(), index.end(), -1);
-        streamkit::dispatch_nearest_neighbor<float, std::int32_t>(workers, {obs_lat.data(), obs_lon.data(), n},
-                                                                 {ref_lat.data(), ref_lon.data(), m}, index.data(),
-                                                                 distance.data(), {}, 700);
+        streamkit::dispatch_nearest_neighbor(workers, streamkit::points_ref<float>::separate(obs_lat.data(), obs_lon.data(), n),
+                                             streamkit::points_ref<float>::separate(ref_lat.data(), ref_lon.data(), m),
+                                             streamkit::neighbors_ref<std::int32_t, float>::dense(index.data(), distance.data(), n), {}, 700);
         break;
       }
     }

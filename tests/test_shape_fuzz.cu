@@ -563,9 +563,10 @@ void run_nearest(nearest_case const& c, std::mt19937_64& rng, streamkit::stream 
   if (c.entry == nearest_entry::dispatch) {
     auto const obs_lat = streamkit_test::converted<T>(obs_points.lat, c.unit), obs_lon = streamkit_test::converted<T>(obs_points.lon, c.unit);
     auto const ref_lat = streamkit_test::converted<T>(ref_points.lat, c.unit), ref_lon = streamkit_test::converted<T>(ref_points.lon, c.unit);
-    streamkit::dispatch_nearest_neighbor<T, Index>(gpus, {obs_lat.data(), obs_lon.data(), c.n, c.unit},
-                                                   {ref_lat.data(), ref_lon.data(), c.m, c.unit}, got_index.data(),
-                                                   c.with_distance ? got_distance.data() : nullptr, options, c.chunk_items);
+    streamkit::dispatch_nearest_neighbor(gpus, streamkit::points_ref<T>::separate(obs_lat.data(), obs_lon.data(), c.n, c.unit),
+                                         streamkit::points_ref<T>::separate(ref_lat.data(), ref_lon.data(), c.m, c.unit),
+                                         streamkit::neighbors_ref<Index, T>::dense(got_index.data(), c.with_distance ? got_distance.data() : nullptr, c.n),
+                                         options, c.chunk_items);
     streamkit_test::expect_nearest(streamkit_test::as_seen(obs_lat, obs_lon, c.unit), streamkit_test::as_seen(ref_lat, ref_lon, c.unit),
                                    got_index, got_distance, c.precision, scale_of(c.distance));
     return;
@@ -577,8 +578,8 @@ void run_nearest(nearest_case const& c, std::mt19937_64& rng, streamkit::stream 
   std::optional<streamkit::device_buffer<T>> d_distance;
   if (c.with_distance) { d_distance.emplace(to_device(got_distance, s)); }
   auto d_invalid = to_device(std::vector<unsigned long long>{0}, s);
-  streamkit::nearest_result_ref<Index, T> const result{d_index.data(), c.with_distance ? d_distance->data() : nullptr,
-                                                       d_invalid.data()};
+  auto const result = streamkit::neighbors_ref<Index, T>::dense(d_index.data(), c.with_distance ? d_distance->data() : nullptr, c.n, 1,
+                                                               d_invalid.data());
   auto const search = [&] {
     switch (c.entry) {
       case nearest_entry::index_query: {

@@ -333,17 +333,32 @@ TEST_F(Dispatcher, BuiltInWorkloadsValidateBeforeWritingAnything)
   streamkit::dispatcher d({{0}, 2});
   float lat[2] = {0.1F, 0.2F}, lon[2] = {0.3F, 0.4F};
   std::int32_t index[2] = {-7, -7};
-  using points = streamkit::host_points<float>;
-  STREAMKIT_EXPECT_THROW_WITH((streamkit::dispatch_nearest_neighbor<float, std::int32_t>(d, points{lat, lon, 2}, points{lat, lon, 0}, index, nullptr, {})),
+  using points = streamkit::points_ref<float>;
+  auto const result = streamkit::neighbors_ref<std::int32_t, float>::dense(index, nullptr, 2);
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::dispatch_nearest_neighbor(d, points::separate(lat, lon, 2), points::separate(lat, lon, 0), result, {}),
                               std::invalid_argument, "references: the reference set is empty (M = 0)");
-  STREAMKIT_EXPECT_THROW_WITH((streamkit::dispatch_nearest_neighbor<float, std::int32_t>(d, points{nullptr, lon, 2}, points{lat, lon, 2}, index, nullptr, {})),
-                              std::invalid_argument, "observations, index: null with 2 observations");
-  STREAMKIT_EXPECT_THROW_WITH((streamkit::dispatch_nearest_neighbor<float, std::int32_t>(d, points{lat, lon, 2}, points{nullptr, nullptr, 2}, index, nullptr, {})),
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::dispatch_nearest_neighbor(d, points::separate(nullptr, lon, 2), points::separate(lat, lon, 2), result, {}),
+                              std::invalid_argument, "observations: null coordinates with a count of 2");
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::dispatch_nearest_neighbor(d, points::separate(lat, lon, 2), points::separate(nullptr, nullptr, 2), result, {}),
                               std::invalid_argument, "references: null coordinates with a count of 2");
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::dispatch_nearest_neighbor(d, points::separate(lat, lon, 2), points::separate(lat, lon, 2),
+                                                                   streamkit::neighbors_ref<std::int32_t, float>::dense(index, nullptr, 1), {}),
+                              std::invalid_argument, "result.count: 1 rows for 2 observations");
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::dispatch_nearest_neighbor(d, points::separate(lat, lon, 2), points::separate(lat, lon, 2),
+                                                                   streamkit::neighbors_ref<std::int32_t, float>::dense(index, nullptr, 2, 2), {}),
+                              std::invalid_argument, "result.k: 2 neighbours asked; this search answers k from 1 to 1");
   float bad_lat[2] = {0.1F, 2.0F};  // 2 rad is beyond the pole
-  // Invalid coordinates are found on the device, inside the chunk: the chunk's error names them.
-  STREAMKIT_EXPECT_THROW_WITH((streamkit::dispatch_nearest_neighbor<float, std::int32_t>(d, points{bad_lat, lon, 2}, points{lat, lon, 2}, index, nullptr, {})),
+  // Invalid coordinates are found on the device, inside the chunk: the chunk's error names them,
+  // whether the result goes through staging (pageable) or straight to pinned memory.
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::dispatch_nearest_neighbor(d, points::separate(bad_lat, lon, 2), points::separate(lat, lon, 2), result, {}),
                               streamkit::dispatch_error, "items [0, 2): observations: 1 point(s) have a non-finite coordinate or a latitude outside");
+  streamkit::pinned_buffer<std::int32_t> pinned_index(2);
+  pinned_index[0] = pinned_index[1] = -7;
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::dispatch_nearest_neighbor(d, points::separate(bad_lat, lon, 2), points::separate(lat, lon, 2),
+                                                                   streamkit::neighbors_ref<std::int32_t, float>::dense(pinned_index.data(), nullptr, 2), {}),
+                              streamkit::dispatch_error, "observations: 1 point(s)");
+  EXPECT_EQ(pinned_index[0], -7);
+  EXPECT_EQ(pinned_index[1], -7);
   EXPECT_EQ(index[0], -7);
   EXPECT_EQ(index[1], -7);
 
@@ -383,7 +398,7 @@ TEST_F(Dispatcher, NearestNeighbourMatchesTheSingleGpuPath)
   auto d_distance = streamkit_test::to_device(std::vector<float>(n, -1.0F), s);
   streamkit::nearest_neighbor_async(streamkit::points_ref<float>::separate(d_obs_lat.data(), d_obs_lon.data(), n),
                                     streamkit::points_ref<float>::separate(d_ref_lat.data(), d_ref_lon.data(), m),
-                                    streamkit::nearest_result_ref<std::int32_t, float>{d_index.data(), d_distance.data()}, {}, s);
+                                    streamkit::neighbors_ref<std::int32_t, float>::dense(d_index.data(), d_distance.data(), n), {}, s);
   auto const expected_index = streamkit_test::to_host(d_index, s);
   auto const expected_distance = streamkit_test::to_host(d_distance, s);
   for (auto const& devices : std::vector<std::vector<int>>{{0}, {0, 0, 0}}) {
@@ -391,12 +406,83 @@ TEST_F(Dispatcher, NearestNeighbourMatchesTheSingleGpuPath)
       streamkit::dispatcher d({devices, 2});
       std::vector<std::int32_t> index(n, -7);
       std::vector<float> distance(n, -1.0F);
-      streamkit::dispatch_nearest_neighbor<float, std::int32_t>(d, {obs_lat.data(), obs_lon.data(), n}, {ref_lat.data(), ref_lon.data(), m},
-                                                               index.data(), distance.data(), {}, chunk);
+      streamkit::dispatch_nearest_neighbor(d, streamkit::points_ref<float>::separate(obs_lat.data(), obs_lon.data(), n),
+                                           streamkit::points_ref<float>::separate(ref_lat.data(), ref_lon.data(), m),
+                                           streamkit::neighbors_ref<std::int32_t, float>::dense(index.data(), distance.data(), n), {}, chunk);
       EXPECT_EQ(index, expected_index);
       EXPECT_EQ(distance, expected_distance);
     }
   }
+}
+
+TEST_F(Dispatcher, NearestNeighbourObjectKeepsItsReferencesBetweenTimeSteps)
+{
+  // Time steps with references of changing size (smaller, then larger than the first), through
+  // every host layout the staging pipeline takes: separate pageable arrays, interleaved pinned
+  // observations, results in pinned memory with a row stride (the columns between stay untouched).
+  std::mt19937_64 rng(streamkit_test::fresh_seed());
+  std::uniform_real_distribution<float> u(0.0F, 1.0F);
+  auto const random_points = [&](std::size_t count) {
+    std::vector<float> latlon(2 * count);
+    for (std::size_t i = 0; i < count; ++i) {
+      latlon[2 * i] = std::asin(2.0F * u(rng) - 1.0F);
+      latlon[2 * i + 1] = 6.2831853F * u(rng) - 3.1415926F;
+    }
+    return latlon;
+  };
+  std::size_t const n = 20011;
+  streamkit::dispatcher d({{0, 0}, 2});
+  streamkit::stream const s(0);
+  std::vector<float> refs = random_points(1500);
+  using points = streamkit::points_ref<float>;
+  streamkit::multi_gpu_nearest_neighbor<float> search(d, points::interleaved(refs.data(), 1500), {});
+  streamkit::pinned_buffer<float> pinned_obs(2 * n);
+  streamkit::pinned_buffer<std::int32_t> pinned_index(3 * n);
+  std::size_t allocations_after_first = 0;
+  for (std::size_t step = 0; step < 4; ++step) {
+    std::size_t const m = step == 1 ? 700 : step == 2 ? 2900 : 1500;
+    if (step > 0) {
+      refs = random_points(m);
+      std::vector<float> lat(m), lon(m);
+      for (std::size_t j = 0; j < m; ++j) {
+        lat[j] = refs[2 * j];
+        lon[j] = refs[2 * j + 1];
+      }
+      search.update(step % 2 == 0 ? points::interleaved(refs.data(), m) : points::separate(lat.data(), lon.data(), m));
+    }
+    ASSERT_EQ(search.size(), m);
+    std::vector<float> const obs = random_points(n);
+    std::copy(obs.begin(), obs.end(), pinned_obs.begin());
+    // The single-GPU answer on the same data.
+    auto const d_obs = streamkit_test::to_device(obs, s);
+    auto const d_refs = streamkit_test::to_device(refs, s);
+    auto d_index = streamkit_test::to_device(std::vector<std::int32_t>(n, -7), s);
+    streamkit::nearest_neighbor(points::interleaved(d_obs.data(), n), points::interleaved(d_refs.data(), m),
+                                streamkit::neighbors_ref<std::int32_t, float>::dense(d_index.data(), nullptr, n), {}, s);
+    auto const expected = streamkit_test::to_host(d_index, s);
+
+    std::vector<std::int32_t> index(n, -7);
+    std::vector<float> distance(n, -1.0F);
+    std::vector<float> lat(n), lon(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      lat[i] = obs[2 * i];
+      lon[i] = obs[2 * i + 1];
+    }
+    search.query(points::separate(lat.data(), lon.data(), n), streamkit::neighbors_ref<std::int32_t, float>::dense(index.data(), distance.data(), n), 3001);
+    EXPECT_EQ(index, expected) << "step " << step;
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_NEAR(distance[i], streamkit::haversine(obs[2 * i], obs[2 * i + 1], refs[2 * index[i]], refs[2 * index[i] + 1]), 1e-6) << i;
+    }
+    std::fill(pinned_index.begin(), pinned_index.end(), -7);
+    search.query(points::interleaved(pinned_obs.data(), n), streamkit::neighbors_ref<std::int32_t, float>{pinned_index.data(), nullptr, n, 1, 3}, 4096);
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(pinned_index[3 * i], expected[i]) << "step " << step << ", row " << i;
+      ASSERT_EQ(pinned_index[3 * i + 1], -7) << i;
+      ASSERT_EQ(pinned_index[3 * i + 2], -7) << i;
+    }
+    if (step == 0) { allocations_after_first = d.workspace_allocations(); }
+  }
+  EXPECT_EQ(d.workspace_allocations(), allocations_after_first) << "queries of one size allocate nothing after the first";
 }
 
 }  // namespace

@@ -72,7 +72,7 @@ void check_search(point_set const& obs, point_set const& refs, case_options cons
   streamkit::nearest_options nn;
   nn.precision = options.precision;
   streamkit::brute_force_index<T> prepared(refs_ref, nn, s);
-  prepared.query(obs_ref, streamkit::nearest_result_ref<Index, T>{index.data(), distance.data()}, s);
+  prepared.query(obs_ref, streamkit::neighbors_ref<Index, T>::dense(index.data(), distance.data(), obs_ref.count), s);
   std::vector<Index> const got_index = to_host(index, s);
   std::vector<T> const got_distance = to_host(distance, s);
 
@@ -153,7 +153,7 @@ TEST_F(NearestNeighbor, DuplicateReferencesResolveToTheSmallestIndex)
     options.precision = precision;
     streamkit::nearest_neighbor_async(streamkit::points_ref<float>::separate(ola.data(), olo.data(), obs.size(), angle_unit::degrees),
                                       streamkit::points_ref<float>::separate(la.data(), lo.data(), refs.size(), angle_unit::degrees),
-                                      streamkit::nearest_result_ref<std::int32_t, float>{index.data(), nullptr}, options, s);
+                                      streamkit::neighbors_ref<std::int32_t, float>::dense(index.data(), nullptr, obs.size()), options, s);
     auto const got = to_host(index, s);
     for (std::size_t i = 0; i < obs.size(); ++i) {
       ASSERT_GE(got[i], 0) << i;
@@ -179,7 +179,7 @@ TEST_F(NearestNeighbor, ResultsDoNotDependOnTheReferenceCountSplit)
     auto index = to_device(std::vector<std::int32_t>(obs.size(), -7), s);
     streamkit::nearest_neighbor_async(streamkit::points_ref<float>::separate(ola.data(), olo.data(), obs.size(), angle_unit::degrees),
                                       streamkit::points_ref<float>::separate(la.data(), lo.data(), r.size(), angle_unit::degrees),
-                                      streamkit::nearest_result_ref<std::int32_t, float>{index.data(), nullptr}, {}, s);
+                                      streamkit::neighbors_ref<std::int32_t, float>::dense(index.data(), nullptr, obs.size()), {}, s);
     return to_host(index, s);
   };
   auto const full = run(refs);
@@ -210,7 +210,7 @@ TEST_F(NearestNeighbor, DistanceUnits)
     auto const obs = streamkit::points_ref<double>::separate(la.data() + 1, lo.data() + 1, 1, angle_unit::degrees);
     streamkit::points_ref<double> const first_only{pts.latitude, pts.longitude, 1, 1, angle_unit::degrees};
     streamkit::brute_force_index<double> prepared(first_only, options, s);
-    prepared.query(obs, streamkit::nearest_result_ref<std::int32_t, double>{index.data(), distance.data()}, s);
+    prepared.query(obs, streamkit::neighbors_ref<std::int32_t, double>::dense(index.data(), distance.data(), 1), s);
     double const radians = streamkit::haversine(0.0, 0.0, streamkit::radians_from_degrees(10.0), streamkit::radians_from_degrees(20.0));
     double const scale = unit == streamkit::distance_unit::radians ? 1.0
                        : unit == streamkit::distance_unit::kilometres ? streamkit::earth_radius_km
@@ -231,7 +231,7 @@ TEST_F(NearestNeighbor, InvalidPointsAreRejectedWithTheirCountOrMarked)
   auto const good = streamkit::points_ref<float>::separate(la.data(), lo.data(), 1, angle_unit::degrees);
   auto index = to_device(std::vector<std::int32_t>(lat.size(), -7), s);
   auto distance = to_device(std::vector<float>(lat.size(), -1.0F), s);
-  streamkit::nearest_result_ref<std::int32_t, float> const out{index.data(), distance.data()};
+  auto const out = streamkit::neighbors_ref<std::int32_t, float>::dense(index.data(), distance.data(), lat.size());
 
   // Blocking queries with reject (the default) count, wait and throw before writing anything.
   streamkit::brute_force_index<float> bad_references(bad, {}, s);
@@ -243,7 +243,7 @@ TEST_F(NearestNeighbor, InvalidPointsAreRejectedWithTheirCountOrMarked)
   STREAMKIT_EXPECT_THROW_WITH(streamkit::nearest_neighbor(bad, good, out, {}, s), std::invalid_argument, "observations: 3 point(s)");
   // query_async marks with either policy and counts on the device.
   auto count = to_device(std::vector<unsigned long long>{0}, s);
-  strict.query_async(bad, streamkit::nearest_result_ref<std::int32_t, float>{index.data(), distance.data(), count.data()}, s);
+  strict.query_async(bad, streamkit::neighbors_ref<std::int32_t, float>::dense(index.data(), distance.data(), lat.size(), 1, count.data()), s);
   EXPECT_EQ(to_host(count, s)[0], 3U);
   EXPECT_EQ(to_host(index, s), (std::vector<std::int32_t>{0, -1, -1, -1, 0}));
   unsigned long long invalid_references = 0;
@@ -283,7 +283,7 @@ TEST_F(NearestNeighbor, AsyncCallsNeverWaitForTheDevice)
   auto index = to_device(std::vector<std::int32_t>(3, -7), s);
   auto count = to_device(std::vector<unsigned long long>{0}, s);
   auto const points = streamkit::points_ref<float>::separate(la.data(), lo.data(), 3, angle_unit::degrees);
-  streamkit::nearest_result_ref<std::int32_t, float> const out{index.data(), nullptr, count.data()};
+  auto const out = streamkit::neighbors_ref<std::int32_t, float>::dense(index.data(), nullptr, 3, 1, count.data());
   s.sync();
   streamkit_test::spin_then_increment<<<1, 32, 0, s.value()>>>(10 * streamkit_test::twenty_ms, nullptr);
   ASSERT_EQ(cudaPeekAtLastError(), cudaSuccess);
@@ -303,22 +303,22 @@ TEST_F(NearestNeighbor, ZeroObservationsIsANoOpAndBadArgumentsThrow)
   streamkit::stream const s(0);
   auto const la = to_device(std::vector<float>{1.0F}, s);
   streamkit::brute_force_index<float> prepared(streamkit::points_ref<float>::separate(la.data(), la.data(), 1), {}, s);
-  prepared.query(streamkit::points_ref<float>::separate(nullptr, nullptr, 0), streamkit::nearest_result_ref<std::int32_t, float>{}, s);
+  prepared.query(streamkit::points_ref<float>::separate(nullptr, nullptr, 0), streamkit::neighbors_ref<std::int32_t, float>{}, s);
   STREAMKIT_EXPECT_THROW_WITH(
-    prepared.query(streamkit::points_ref<float>::separate(la.data(), la.data(), 1), streamkit::nearest_result_ref<std::int32_t, float>{}, s),
+    prepared.query(streamkit::points_ref<float>::separate(la.data(), la.data(), 1), streamkit::neighbors_ref<std::int32_t, float>::dense(nullptr, nullptr, 1), s),
     std::invalid_argument, "result.index: null with 1 observations");
   streamkit::brute_force_index<float> moved(std::move(prepared));
   std::int32_t* const no_index = nullptr;
   STREAMKIT_EXPECT_THROW_WITH(prepared.query(streamkit::points_ref<float>::separate(la.data(), la.data(), 1),  // NOLINT: moved-from under test
-                                             streamkit::nearest_result_ref<std::int32_t, float>{no_index, nullptr}, s),
+                                             streamkit::neighbors_ref<std::int32_t, float>::dense(no_index, nullptr, 1), s),
                               std::logic_error, "query of a moved-from index");
   auto d_index = to_device(std::vector<std::int32_t>{-1}, s);
-  moved.query(streamkit::points_ref<float>::separate(la.data(), la.data(), 1), streamkit::nearest_result_ref<std::int32_t, float>{d_index.data(), nullptr}, s);
+  moved.query(streamkit::points_ref<float>::separate(la.data(), la.data(), 1), streamkit::neighbors_ref<std::int32_t, float>::dense(d_index.data(), nullptr, 1), s);
   EXPECT_EQ(to_host(d_index, s), std::vector<std::int32_t>{0});
   if (streamkit::device_count() > 1) {
     streamkit::stream const other(1);
     STREAMKIT_EXPECT_THROW_WITH(moved.query(streamkit::points_ref<float>::separate(la.data(), la.data(), 1),
-                                            streamkit::nearest_result_ref<std::int32_t, float>{d_index.data(), nullptr}, other),
+                                            streamkit::neighbors_ref<std::int32_t, float>::dense(d_index.data(), nullptr, 1), other),
                                 std::invalid_argument, "stream: belongs to device 1 but the reference set to device 0");
   }
 }

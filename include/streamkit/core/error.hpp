@@ -5,6 +5,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cassert>
+#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -43,7 +45,48 @@ class cuda_error : public std::runtime_error {
   int line_;
 };
 
+/// Thrown when memory (device, pinned or from a memory resource) cannot be allocated: a
+/// std::bad_alloc, as RMM's, so code that handles allocation failure generically catches it. Carries
+/// the CUDA error code (cudaErrorMemoryAllocation when out of memory), the call and where it was made.
+class bad_alloc : public std::bad_alloc {
+ public:
+  /// @param error the code the allocating call returned; @param call its source text;
+  /// @param file, @param line where it was made.
+  bad_alloc(cudaError_t error, const char* call, const char* file, int line)
+      : message_(std::string("allocation failed: ") + cudaGetErrorName(error) + " (" + std::to_string(static_cast<int>(error)) +
+                 "): " + cudaGetErrorString(error) + "\n  in " + call + "\n  at " + file + ":" + std::to_string(line)),
+        error_(error),
+        call_(call)
+  {
+  }
+  /// The message: error name, code, text, call and place.
+  [[nodiscard]] const char* what() const noexcept override { return message_.c_str(); }
+  /// The CUDA error code of the failed allocation.
+  [[nodiscard]] cudaError_t error() const noexcept { return error_; }
+  /// The source text of the allocating call.
+  [[nodiscard]] const std::string& call() const noexcept { return call_; }
+
+ private:
+  std::string message_;
+  cudaError_t error_;
+  std::string call_;
+};
+
 namespace detail {
+
+/// Throws bad_alloc for a failed allocating call, after clearing the runtime's non-sticky error state.
+[[noreturn]] inline void throw_bad_alloc(cudaError_t error, const char* call, const char* file, int line)
+{
+  static_cast<void>(cudaGetLastError());
+  throw ::streamkit::bad_alloc(error, call, file, line);
+}
+
+/// True for the errors a release may meet while the process shuts down (static destruction after
+/// the runtime or the context is gone).
+[[nodiscard]] constexpr bool is_shutdown_error(cudaError_t error) noexcept
+{
+  return error == cudaErrorCudartUnloading || error == cudaErrorContextIsDestroyed;
+}
 
 /// Throws cuda_error for a failed call. Clears the runtime's non-sticky error state first, so a
 /// later cudaPeekAtLastError does not report this failure a second time.
@@ -54,11 +97,15 @@ namespace detail {
 }
 
 /// For `noexcept` destructors: a release that fails because the runtime is shutting down (static
-/// destruction order at program exit) is expected and ignored; any other failure is cleared so it
-/// does not surface in an unrelated later call.
+/// destruction order at program exit) is expected and ignored. Any other failure is a bug (a double
+/// free, a handle of a destroyed context) or follows a sticky error of the device: debug builds
+/// assert, release builds clear it so it does not surface in an unrelated later call.
 inline void ignore_release_error(cudaError_t error) noexcept
 {
-  if (error != cudaSuccess) { static_cast<void>(cudaGetLastError()); }
+  if (error != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());
+    assert(is_shutdown_error(error) && "streamkit: releasing a CUDA resource failed");
+  }
 }
 
 }  // namespace detail
@@ -70,6 +117,15 @@ inline void ignore_release_error(cudaError_t error) noexcept
     cudaError_t const streamkit_status_ = (call);                                             \
     if (streamkit_status_ != cudaSuccess) {                                                   \
       ::streamkit::detail::throw_cuda_error(streamkit_status_, #call, __FILE__, __LINE__);    \
+    }                                                                                         \
+  } while (0)
+
+/// Evaluates an allocating CUDA call and throws streamkit::bad_alloc if it does not return cudaSuccess.
+#define STREAMKIT_CUDA_TRY_ALLOC(call)                                                        \
+  do {                                                                                        \
+    cudaError_t const streamkit_status_ = (call);                                             \
+    if (streamkit_status_ != cudaSuccess) {                                                   \
+      ::streamkit::detail::throw_bad_alloc(streamkit_status_, #call, __FILE__, __LINE__);     \
     }                                                                                         \
   } while (0)
 

@@ -1,8 +1,9 @@
 #pragma once
 /// @file device_buffer.hpp
-/// An owning array in device memory, allocated and freed in stream order.
+/// An owning array in device memory, allocated and freed in stream order through a memory resource.
 
 #include <streamkit/memory/detail/size_check.hpp>
+#include <streamkit/memory/resource.hpp>
 #include <streamkit/core/device.hpp>
 #include <streamkit/core/error.hpp>
 #include <streamkit/core/stream_ref.hpp>
@@ -17,25 +18,27 @@
 
 namespace streamkit {
 
-/// An owning, move-only array of `T` in device memory. Memory comes from cudaMallocAsync on the
-/// buffer's stream and goes back with cudaFreeAsync on that stream, so allocation and release are
-/// ordered with the work that uses the buffer. Elements are not initialised.
+/// An owning, move-only array of `T` in device memory. Memory comes from a memory resource (by
+/// default the device's stream-ordered pool) on the buffer's stream and goes back to it on that
+/// stream, so allocation and release are ordered with the work that uses the buffer. Elements are
+/// not initialised. The resource must outlive the buffer.
 template <class T>
 class device_buffer {
  public:
+  /// An empty buffer (no memory, size 0).
   device_buffer() = default;
-  /// Allocates `count` elements on `stream`'s device, ordered on `stream`.
-  /// @throws std::invalid_argument if the byte size overflows; cuda_error if allocation fails.
-  device_buffer(std::size_t count, stream_ref stream)
+  /// Allocates `count` elements from `resource` on `stream`'s device, ordered on `stream`; never waits.
+  /// @throws std::invalid_argument if the byte size overflows; bad_alloc (or the resource's own
+  /// exception) if allocation fails.
+  device_buffer(std::size_t count, stream_ref stream, device_resource_ref resource = default_device_resource())
       : size_((static_cast<void>(detail::checked_bytes<T>(count, "count")), count)),
         stream_(stream),
-        device_(stream.device())
+        device_(stream.device()),
+        resource_(resource)
   {
     if (size_ > 0) {
       device_guard guard(device_);
-      void* memory = nullptr;
-      STREAMKIT_CUDA_TRY(cudaMallocAsync(&memory, size_ * sizeof(T), stream_.value()));
-      data_ = static_cast<T*>(memory);
+      data_ = static_cast<T*>(resource_.allocate_async(size_ * sizeof(T), device_alignment, stream_));
     }
   }
   ~device_buffer() noexcept { release(); }
@@ -45,7 +48,8 @@ class device_buffer {
       : data_(std::exchange(other.data_, nullptr)),
         size_(std::exchange(other.size_, 0)),
         stream_(other.stream_),
-        device_(other.device_)
+        device_(other.device_),
+        resource_(other.resource_)
   {
   }
   device_buffer& operator=(device_buffer&& other) noexcept
@@ -56,6 +60,7 @@ class device_buffer {
       size_ = std::exchange(other.size_, 0);
       stream_ = other.stream_;
       device_ = other.device_;
+      resource_ = other.resource_;
     }
     return *this;
   }
@@ -70,7 +75,10 @@ class device_buffer {
   [[nodiscard]] stream_ref stream() const noexcept { return stream_; }
   /// Makes the release ordered on `stream` instead (e.g. after handing the buffer to other work).
   void set_stream(stream_ref stream) noexcept { stream_ = stream; }
+  /// The device the memory is on (-1 for an empty buffer made by the default constructor).
   [[nodiscard]] int device() const noexcept { return device_; }
+  /// The resource the memory came from and goes back to.
+  [[nodiscard]] device_resource_ref resource() const noexcept { return resource_; }
 
   /// Enqueues a copy of `source` (whose size must equal size()) into the buffer on `stream`.
   void copy_from_host_async(cuda::std::span<T const> source, stream_ref stream)
@@ -104,7 +112,14 @@ class device_buffer {
   }
   void release() noexcept
   {
-    if (data_ != nullptr) { detail::ignore_release_error(cudaFreeAsync(data_, stream_.value())); }
+    if (data_ != nullptr) {
+      // The resource may be per-device (as RMM's are): release with the buffer's device current.
+      int current = device_;
+      detail::ignore_release_error(cudaGetDevice(&current));
+      if (current != device_) { detail::ignore_release_error(cudaSetDevice(device_)); }
+      resource_.deallocate_async(data_, size_ * sizeof(T), device_alignment, stream_);
+      if (current != device_) { detail::ignore_release_error(cudaSetDevice(current)); }
+    }
     data_ = nullptr;
     size_ = 0;
   }
@@ -113,6 +128,7 @@ class device_buffer {
   std::size_t size_ = 0;
   stream_ref stream_ = stream_ref::legacy_default();
   int device_ = -1;
+  device_resource_ref resource_ = default_device_resource();
 };
 
 }  // namespace streamkit

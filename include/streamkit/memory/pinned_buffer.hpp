@@ -56,7 +56,7 @@ class pinned_buffer {
     std::size_t const bytes = detail::checked_bytes<T>(count, "count");
     if (bytes > 0) {
       void* memory = nullptr;
-      STREAMKIT_CUDA_TRY(cudaHostAlloc(&memory, bytes, static_cast<unsigned>(flags)));
+      STREAMKIT_CUDA_TRY_ALLOC(cudaHostAlloc(&memory, bytes, static_cast<unsigned>(flags)));
       data_ = static_cast<T*>(memory);
       detail::pinned_bytes_counter() += bytes;
     }

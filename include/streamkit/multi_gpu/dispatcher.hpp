@@ -56,13 +56,14 @@ struct item_range {
 /// of a run nothing is allocated.
 class stream_workspace {
  public:
-  explicit stream_workspace(stream_ref stream) : stream_(stream) {}
+  /// Memory for `stream`, device memory from `resource` (which must outlive the workspace).
+  stream_workspace(stream_ref stream, device_resource_ref resource) : stream_(stream), resource_(resource) {}
   /// At least `count` elements of T in device memory, ordered on the workspace's stream.
   template <class T>
   T* device(std::size_t count, std::size_t slot = 0)
   {
     return reinterpret_cast<T*>(grow(device_, slot, count * sizeof(T), [this](std::size_t bytes) {
-      return std::make_unique<device_buffer<std::byte>>(bytes, stream_);
+      return std::make_unique<device_buffer<std::byte>>(bytes, stream_, resource_);
     }));
   }
   /// At least `count` elements of T in pinned host memory.
@@ -88,6 +89,7 @@ class stream_workspace {
   }
 
   stream_ref stream_;
+  device_resource_ref resource_;
   std::vector<std::unique_ptr<device_buffer<std::byte>>> device_;
   std::vector<std::unique_ptr<pinned_buffer<std::byte>>> pinned_;
   std::size_t allocations_ = 0;
@@ -169,6 +171,9 @@ struct dispatcher_options {
   int streams_per_device = 0;
 };
 
+/// The device memory resource to use on a device id (as rmm::mr::get_per_device_resource_ref).
+using device_resource_for = std::function<device_resource_ref(int device)>;
+
 /// Called after each finished chunk with (chunks done, chunks in all); from worker threads, one call
 /// at a time.
 using progress_callback = std::function<void(std::size_t, std::size_t)>;
@@ -214,7 +219,12 @@ namespace detail {
 
 class dispatcher {
  public:
-  explicit dispatcher(dispatcher_options const& options = {})
+  /// Creates the workers, their streams and threads. Device memory (workspaces, and the state of
+  /// the built-in workloads) comes from `resource_for(device)`, by default default_device_resource();
+  /// each resource must outlive the dispatcher.
+  /// @throws std::invalid_argument, std::out_of_range for bad options; std::runtime_error when no
+  /// device is visible.
+  explicit dispatcher(dispatcher_options const& options = {}, device_resource_for const& resource_for = {})
   {
     STREAMKIT_EXPECTS(options.streams_per_device >= 0, std::invalid_argument,
                       "options.streams_per_device: must not be negative, got " + std::to_string(options.streams_per_device));
@@ -222,9 +232,10 @@ class dispatcher {
     for (std::size_t lane = 0; lane < devices_.size(); ++lane) {
       int const id = devices_[lane];
       copy_orders_.push_back(std::make_unique<detail::copy_order>(id));
+      resources_.push_back(resource_for ? resource_for(id) : default_device_resource());
       int const streams = options.streams_per_device > 0 ? options.streams_per_device
                                                          : std::max(2, device(id).copy_engine_count());
-      for (int k = 0; k < streams; ++k) { workers_.push_back(std::make_unique<worker>(id, lane)); }
+      for (int k = 0; k < streams; ++k) { workers_.push_back(std::make_unique<worker>(id, lane, resources_.back())); }
     }
     pool_ = std::make_unique<detail::worker_pool>(workers_.size() - 1);
   }
@@ -235,7 +246,11 @@ class dispatcher {
     if (pending_.valid()) { pending_.wait(); }
   }
 
+  /// The device id of each lane (the order of dispatcher_options::devices).
   [[nodiscard]] std::vector<int> const& devices() const noexcept { return devices_; }
+  /// The device memory resource of lane `lane`.
+  [[nodiscard]] device_resource_ref resource(std::size_t lane) const { return resources_.at(lane); }
+  /// The number of (device, stream) workers.
   [[nodiscard]] std::size_t worker_count() const noexcept { return workers_.size(); }
   /// Allocations made so far by every worker's workspace.
   [[nodiscard]] std::size_t workspace_allocations() const noexcept
@@ -333,7 +348,10 @@ class dispatcher {
   }
 
   struct worker {
-    worker(int id, std::size_t lane_index) : device(id), lane(lane_index), stream(id), workspace(stream.ref()) {}
+    worker(int id, std::size_t lane_index, device_resource_ref resource)
+        : device(id), lane(lane_index), stream(id), workspace(stream.ref(), resource)
+    {
+    }
     int device;
     std::size_t lane;
     streamkit::stream stream;
@@ -341,6 +359,7 @@ class dispatcher {
   };
 
   std::vector<int> devices_;
+  std::vector<device_resource_ref> resources_;
   std::vector<std::unique_ptr<detail::copy_order>> copy_orders_;
   std::vector<std::unique_ptr<worker>> workers_;
   std::atomic<bool> running_{false};

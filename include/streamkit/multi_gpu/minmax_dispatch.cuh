@@ -10,6 +10,7 @@
 /// first batch nothing is allocated.
 
 #include <streamkit/multi_gpu/dispatcher.hpp>
+#include <streamkit/multi_gpu/detail/staging.hpp>
 #include <streamkit/preprocessing/minmax.cuh>
 #include <streamkit/memory/pinned_buffer.hpp>
 
@@ -32,11 +33,12 @@ enum class pageable_transfer {
 
 namespace detail {
 
-/// Lines (rows of a row-major, columns of a column-major matrix) and their length in elements.
+/// A host matrix as lines (rows of a row-major, columns of a column-major matrix).
 template <class T>
-std::pair<std::size_t, std::size_t> lines_of(matrix_ref<T> const& m) noexcept
+host_lines<T> host_lines_of(matrix_ref<T> const& m, bool pinned) noexcept
 {
-  return m.order == layout::row_major ? std::pair{m.rows, m.cols} : std::pair{m.cols, m.rows};
+  bool const rows = m.order == layout::row_major;
+  return {m.data, rows ? m.rows : m.cols, rows ? m.cols : m.rows, m.ld, pinned};
 }
 
 /// The same matrix, densely packed (ld = line length) at `data`.
@@ -44,30 +46,6 @@ template <class T, class U>
 matrix_ref<T> packed(matrix_ref<U> const& m, T* data) noexcept
 {
   return matrix_ref<T>::dense(data, m.rows, m.cols, m.order);
-}
-
-/// Host copy between a (possibly pitched) matrix and its packed form, element lines only.
-template <class T>
-void copy_lines(T* to, std::size_t to_ld, T const* from, std::size_t from_ld, std::size_t lines, std::size_t length)
-{
-  if (to_ld == length && from_ld == length) {
-    std::memcpy(to, from, lines * length * sizeof(T));
-    return;
-  }
-  for (std::size_t line = 0; line < lines; ++line) { std::memcpy(to + line * to_ld, from + line * from_ld, length * sizeof(T)); }
-}
-
-/// Stream-ordered copy between a (possibly pitched) matrix and its packed form, element lines only.
-template <class T>
-void copy_lines_async(T* to, std::size_t to_ld, T const* from, std::size_t from_ld, std::size_t lines, std::size_t length,
-                      cudaMemcpyKind kind, stream_ref stream)
-{
-  if (to_ld == length && from_ld == length) {
-    STREAMKIT_CUDA_TRY(cudaMemcpyAsync(to, from, lines * length * sizeof(T), kind, stream.value()));
-    return;
-  }
-  STREAMKIT_CUDA_TRY(cudaMemcpy2DAsync(to, to_ld * sizeof(T), from, from_ld * sizeof(T), length * sizeof(T), lines, kind,
-                                       stream.value()));
 }
 
 }  // namespace detail
@@ -161,12 +139,6 @@ void dispatch_minmax_normalize(dispatcher& workers, std::vector<matrix_ref<T con
   auto const scale_chunk = [&](chunk_context& context, detail::column_chunk const& chunk) {
     matrix_ref<T const> const in = detail::columns_of(inputs[chunk.array], chunk.begin, chunk.end);
     matrix_ref<T> const out = detail::columns_of(outputs[chunk.array], chunk.begin, chunk.end);
-    std::size_t const count = in.rows * in.cols;
-    stream_ref const work = context.stream;
-    auto const in_shape = detail::lines_of(in);  // (lines, length); not structured bindings: C++17 lambdas cannot capture them
-    auto const out_shape = detail::lines_of(out);
-    std::size_t const in_lines = in_shape.first, in_length = in_shape.second;
-    std::size_t const out_lines = out_shape.first, out_length = out_shape.second;
     bool in_pinned = pinned[chunk.array].in;
     bool out_pinned = pinned[chunk.array].out;
     if (pageable == pageable_transfer::register_in_place) {
@@ -178,35 +150,14 @@ void dispatch_minmax_normalize(dispatcher& workers, std::vector<matrix_ref<T con
       });
       in_pinned = out_pinned = true;
     }
+    std::size_t const count = in.rows * in.cols;
     T* const device_in = context.workspace.device<T>(count, 0);
     T* const device_out = context.workspace.device<T>(count, 1);
-
-    // Host → device: straight from pinned memory, else through the staging buffer.
-    T const* source = in.data;
-    std::size_t source_ld = in.ld;
-    if (!in_pinned) {
-      T* const staging = context.workspace.pinned<T>(count, 0);
-      detail::copy_lines(staging, in_length, in.data, in.ld, in_lines, in_length);
-      source = staging;
-      source_ld = in_length;
-    }
-    context.copy_in([&] {
-      detail::copy_lines_async(device_in, in_length, source, source_ld, in_lines, in_length, cudaMemcpyHostToDevice, work);
-    });
-    minmax_normalize_async(detail::packed<T const>(in, device_in), detail::packed(out, device_out), options, work);
-
-    // Device → host: straight into pinned memory, else through the staging buffer.
-    T* const staging_out = out_pinned ? nullptr : context.workspace.pinned<T>(count, 1);
-    T* const destination = out_pinned ? out.data : staging_out;
-    std::size_t const destination_ld = out_pinned ? out.ld : out_length;
-    context.copy_out([&] {
-      detail::copy_lines_async(destination, destination_ld, device_out, out_length, out_lines, out_length, cudaMemcpyDeviceToHost, work);
-    });
-    // Staged results are copied out once the chunk is done (the dispatcher waits for pinned ones).
-    if (!out_pinned) {
-      work.sync();
-      detail::copy_lines(out.data, out.ld, staging_out, out_length, out_lines, out_length);
-    }
+    detail::copy_to_device(context, detail::host_lines_of(in, in_pinned), device_in, 0);
+    minmax_normalize_async(detail::packed<T const>(in, device_in), detail::packed(out, device_out), options, context.stream);
+    detail::copy_to_host<T> const back(context, device_out, detail::host_lines_of(out, out_pinned), 1);
+    context.stream.sync();
+    back.finish();
   };
   workers.run(chunks.size(), 1, [&](chunk_context& context) {
     detail::column_chunk const& chunk = chunks[context.items.begin];

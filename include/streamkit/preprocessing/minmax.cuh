@@ -41,13 +41,16 @@ struct minmax_options {
   bool clip = false;
 };
 
-/// Per-column min and max (NaN ignored) of `x` into device arrays of x.cols elements, on `stream`.
-/// `x` may be a mutable view: T is deduced from `min` and `max`.
+/// Per-column min and max (NaN ignored) of `x` into device arrays of x.cols elements, on `stream`;
+/// never waits. `x` may be a mutable view: T is deduced from `min` and `max`. Allocates one buffer of
+/// 2 × x.cols elements from `resource`, freed in stream order.
 template <class T>
-void column_minmax_async(detail::identity_t<matrix_ref<T const>> x, T* min, T* max, stream_ref stream);
+void column_minmax_async(detail::identity_t<matrix_ref<T const>> x, T* min, T* max, stream_ref stream,
+                         device_resource_ref resource = default_device_resource());
 /// column_minmax_async(), then waits for `stream`.
 template <class T>
-void column_minmax(detail::identity_t<matrix_ref<T const>> x, T* min, T* max, stream_ref stream);
+void column_minmax(detail::identity_t<matrix_ref<T const>> x, T* min, T* max, stream_ref stream,
+                   device_resource_ref resource = default_device_resource());
 
 /// Fit and transform in one call; `out` may be `in` (in place) and may have another layout or pitch,
 /// but the same rows × cols. Short columns are read once: row-major up to 64 rows, column-major up to
@@ -56,14 +59,17 @@ void column_minmax(detail::identity_t<matrix_ref<T const>> x, T* min, T* max, st
 /// reduction, one transform). `min`/`max` may be null or device arrays
 /// of `cols` elements that receive the fitted values.
 /// `in` may be a mutable view (`minmax_normalize_async(x, x, options, stream)` scales in place): T is
-/// deduced from `out`.
+/// deduced from `out`. Never waits. The shapes read once allocate nothing; the others allocate one
+/// buffer of 5 × cols elements from `resource`, freed in stream order (for repeated scaling without
+/// allocation use a minmax_scaler, which keeps its memory).
 template <class T>
 void minmax_normalize_async(detail::identity_t<matrix_ref<T const>> in, matrix_ref<T> out, minmax_options<T> const& options,
-                            stream_ref stream, T* min = nullptr, T* max = nullptr);
+                            stream_ref stream, T* min = nullptr, T* max = nullptr,
+                            device_resource_ref resource = default_device_resource());
 /// minmax_normalize_async(), then waits for `stream`.
 template <class T>
 void minmax_normalize(detail::identity_t<matrix_ref<T const>> in, matrix_ref<T> out, minmax_options<T> const& options,
-                      stream_ref stream);
+                      stream_ref stream, device_resource_ref resource = default_device_resource());
 
 namespace detail {
 template <class T>
@@ -83,14 +89,21 @@ class scaler_state;
 template <class T>
 class minmax_scaler {
  public:
+  /// A scaler to [options.lo, options.hi] whose device memory comes from `resource` (which must
+  /// outlive it). Memory is allocated by the first fit and again only by a fit of another width or
+  /// device: a loop of fits and transforms of one shape allocates nothing after the first.
   /// @throws std::invalid_argument unless lo < hi, both finite.
-  explicit minmax_scaler(minmax_options<T> const& options = {});
+  explicit minmax_scaler(minmax_options<T> const& options = {}, device_resource_ref resource = default_device_resource());
   /// Move-only; moving is not thread-safe. A moved-from scaler is unfitted: transforming with it
   /// throws std::logic_error, fitting it starts afresh.
-  minmax_scaler(minmax_scaler&& other) noexcept : options_(other.options_), state_(std::move(other.state_)) {}
+  minmax_scaler(minmax_scaler&& other) noexcept
+      : options_(other.options_), resource_(other.resource_), state_(std::move(other.state_))
+  {
+  }
   minmax_scaler& operator=(minmax_scaler&& other) noexcept
   {
     options_ = other.options_;
+    resource_ = other.resource_;
     state_ = std::move(other.state_);
     return *this;
   }
@@ -138,6 +151,7 @@ class minmax_scaler {
   std::vector<T> host_copy(fitted_array which) const;
 
   minmax_options<T> options_;
+  device_resource_ref resource_;
   mutable std::mutex mutex_;
   std::unique_ptr<detail::scaler_state<T>> state_;
 };

@@ -32,7 +32,7 @@
 /// with a non-finite coordinate or a latitude outside [-90°, 90°] is *invalid*. Invalid references are
 /// never chosen; an invalid observation (or one with no valid reference) gets index -1 and a NaN
 /// distance. The `_async` calls and preparation never wait for the device: they mark, and count on the
-/// device (`nearest_result_ref::invalid_count`, `brute_force_index::invalid_references()`), where the
+/// device (`neighbors_ref::invalid_count`, `brute_force_index::invalid_references()`), where the
 /// caller reads the counts when it chooses. The blocking calls (`brute_force_index::query`,
 /// `nearest_neighbor`) with `invalid_points::reject` (the default) count first, wait, and throw
 /// std::invalid_argument with the count of invalid references or observations before anything is
@@ -43,6 +43,7 @@
 #include <streamkit/memory/device_buffer.hpp>
 #include <streamkit/core/error.hpp>
 #include <streamkit/spatial/haversine.hpp>
+#include <streamkit/spatial/points.hpp>
 #include <streamkit/core/stream_ref.hpp>
 
 #include <cstddef>
@@ -55,50 +56,28 @@
 
 namespace streamkit {
 
-enum class angle_unit { radians, degrees };
-enum class distance_unit { radians, kilometres, metres };
-enum class invalid_points { reject, mark };
-enum class nn_precision { fast, exact };
-
-/// A non-owning view of points on the device: latitude and longitude arrays with a common stride
-/// (in elements), in radians or degrees. Use separate() or interleaved().
-template <class T>
-struct points_ref {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "coordinates are float or double");
-  T const* latitude = nullptr;
-  T const* longitude = nullptr;
-  std::size_t count = 0;
-  std::size_t stride = 1;
-  angle_unit unit = angle_unit::radians;
-
-  /// Two arrays: latitude[i], longitude[i].
-  [[nodiscard]] static points_ref separate(T const* latitude, T const* longitude, std::size_t count,
-                                           angle_unit unit = angle_unit::radians) noexcept
-  {
-    return {latitude, longitude, count, 1, unit};
-  }
-  /// One array of (lat, lon) pairs: latlon[2i], latlon[2i+1].
-  [[nodiscard]] static points_ref interleaved(T const* latlon, std::size_t count, angle_unit unit = angle_unit::radians) noexcept
-  {
-    return {latlon, latlon == nullptr ? nullptr : latlon + 1, count, 2, unit};
-  }
+/// Unit of the distances a search reports.
+enum class distance_unit {
+  radians,     ///< great-circle angle
+  kilometres,  ///< angle × nearest_options::sphere_radius_km
+  metres,      ///< angle × nearest_options::sphere_radius_km × 1000
+};
+/// What a search does with invalid points (non-finite coordinate, latitude outside ±90°).
+enum class invalid_points {
+  reject,  ///< blocking calls throw std::invalid_argument before writing anything; `_async` calls mark
+  mark,    ///< invalid observations get index −1 and NaN; invalid references are never chosen
+};
+/// How the nearest reference is decided.
+enum class nn_precision {
+  fast,   ///< float32 ranking: within 2.4e-7 rad of the nearest for near neighbours (see the file comment)
+  exact,  ///< the float64 answer
 };
 
-/// Where results go, on the device: `index[i]` (required), `distance[i]` (optional, may be null) and
-/// `invalid_count` (optional): a counter to which a query adds the number of invalid observations, in
-/// stream order (the caller zeroes it, and reads it when it chooses).
-template <class Index, class T>
-struct nearest_result_ref {
-  static_assert(std::is_same_v<Index, std::int32_t> || std::is_same_v<Index, std::int64_t>, "indices are int32 or int64");
-  Index* index = nullptr;
-  T* distance = nullptr;
-  unsigned long long* invalid_count = nullptr;
-};
-
+/// Options of a nearest-neighbour search.
 struct nearest_options {
-  nn_precision precision = nn_precision::fast;
-  invalid_points on_invalid = invalid_points::reject;
-  distance_unit unit = distance_unit::radians;
+  nn_precision precision = nn_precision::fast;         ///< fast or exact ranking
+  invalid_points on_invalid = invalid_points::reject;  ///< what blocking calls do with invalid points
+  distance_unit unit = distance_unit::radians;         ///< unit of the reported distances
   /// Sphere radius in kilometres, used when `unit` is kilometres or metres.
   double sphere_radius_km = earth_radius_km;
 };
@@ -108,6 +87,7 @@ struct nearest_options {
 /// brute_force_index at once.
 class nearest_scratch {
  public:
+  /// Empty scratch; the first query sizes it (from the index's memory resource).
   nearest_scratch() = default;
 
  private:
@@ -123,17 +103,22 @@ class nearest_scratch {
 /// references move; it reuses memory when the new set is no larger. Scratch memory for queries is
 /// kept and reused, so a loop of query_async() calls allocates nothing after the first.
 /// Not thread-safe: use one object per concurrent stream, or the const query_async() with a
-/// nearest_scratch per stream.
+/// nearest_scratch per stream. Results go into a neighbors_ref with k = 1 (k > 1 throws
+/// std::invalid_argument naming k).
 template <class T>
 class brute_force_index {
  public:
-  /// Prepares `references` on `stream` (which also orders every later use of the object's memory);
-  /// does not wait for the device.
-  brute_force_index(points_ref<T> references, nearest_options const& options, stream_ref stream);
+  /// Prepares `references` (device memory) on `stream`, which also orders every later use of the
+  /// object's memory; does not wait for the device. Memory (references and query scratch) comes from
+  /// `resource`, which must outlive the index.
+  /// @throws std::invalid_argument for M = 0, bad views or options; bad_alloc.
+  brute_force_index(points_ref<T> references, nearest_options const& options, stream_ref stream,
+                    device_resource_ref resource = default_device_resource());
 
   /// Move-only; a moved-from index is empty: querying it throws std::logic_error.
   brute_force_index(brute_force_index&& other) noexcept
       : options_(other.options_),
+        resource_(other.resource_),
         count_(std::exchange(other.count_, 0)),
         device_(std::exchange(other.device_, -1)),
         references_(std::move(other.references_)),
@@ -145,6 +130,7 @@ class brute_force_index {
   {
     if (this != &other) {
       options_ = other.options_;
+      resource_ = other.resource_;
       count_ = std::exchange(other.count_, 0);
       device_ = std::exchange(other.device_, -1);
       references_ = std::move(other.references_);
@@ -155,42 +141,47 @@ class brute_force_index {
   }
   brute_force_index(brute_force_index const&) = delete;
   brute_force_index& operator=(brute_force_index const&) = delete;
+  /// Returns at once; the memory is released in the order of the stream last used.
   ~brute_force_index() = default;
 
   /// Replaces the reference set (same options), ordered on `stream`; does not wait for the device.
+  /// Allocates nothing when the new set is no larger than every earlier one on the same device.
   void update(points_ref<T> references, stream_ref stream);
 
   /// Enqueues the search for every observation on `stream`; never waits for the device. Invalid
   /// observations are marked (and counted when `result.invalid_count` is set).
   template <class Index>
-  void query_async(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream);
+  void query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream);
   /// As query_async(), with the caller's working memory and without touching the index: several
   /// host threads may query one index at once, each with its own stream and scratch (on the index's
   /// device). The index must then outlive those queries: destroy it only after their streams are
   /// synchronised.
   template <class Index>
-  void query_async(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream,
+  void query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
                    nearest_scratch& scratch) const;
   /// As query_async(), then waits for the result. With invalid_points::reject it first counts the
   /// invalid references and observations on `stream`, waits, and throws std::invalid_argument with
   /// the count before anything is written.
   template <class Index>
-  void query(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream);
+  void query(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream);
 
+  /// The number of references M (0 for a moved-from index).
   [[nodiscard]] std::size_t size() const noexcept { return count_; }
   /// Device counter of the invalid references of the last preparation, written in the order of its
   /// stream (null for a moved-from index).
   [[nodiscard]] unsigned long long const* invalid_references() const noexcept { return invalid_counts_.data(); }
+  /// The options given at construction.
   [[nodiscard]] nearest_options const& options() const noexcept { return options_; }
 
  private:
   /// Throws for a moved-from index, bad observations or result, or a stream of another device.
   template <class Index>
-  void expect_query(points_ref<T> const& observations, nearest_result_ref<Index, T> const& result, stream_ref stream) const;
+  void expect_query(points_ref<T> const& observations, neighbors_ref<Index, T> const& result, stream_ref stream) const;
   template <class V, class Index>
-  void search(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
+  void search(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
 
   nearest_options options_;
+  device_resource_ref resource_;
   std::size_t count_ = 0;
   int device_ = -1;
   device_buffer<std::byte> references_;           // unit vectors, then double coordinates
@@ -198,16 +189,18 @@ class brute_force_index {
   nearest_scratch scratch_;                       // of the queries without a scratch argument
 };
 
-/// One-shot search: prepares `references`, enqueues the search on `stream` (scratch memory is
+/// One-shot search: prepares `references`, enqueues the search on `stream` (memory from `resource`,
 /// allocated and freed in stream order); never waits for the device.
 template <class T, class Index>
-void nearest_neighbor_async(points_ref<T> observations, points_ref<T> references, nearest_result_ref<Index, T> result,
-                            nearest_options const& options, stream_ref stream);
+void nearest_neighbor_async(points_ref<T> observations, points_ref<T> references, neighbors_ref<Index, T> result,
+                            nearest_options const& options, stream_ref stream,
+                            device_resource_ref resource = default_device_resource());
 /// As nearest_neighbor_async(), then waits for `stream`; with invalid_points::reject, throws for
 /// invalid points before anything is written.
 template <class T, class Index>
-void nearest_neighbor(points_ref<T> observations, points_ref<T> references, nearest_result_ref<Index, T> result,
-                      nearest_options const& options, stream_ref stream);
+void nearest_neighbor(points_ref<T> observations, points_ref<T> references, neighbors_ref<Index, T> result,
+                      nearest_options const& options, stream_ref stream,
+                      device_resource_ref resource = default_device_resource());
 
 }  // namespace streamkit
 

@@ -125,29 +125,29 @@ void apply(matrix_ref<T const> const& in, matrix_ref<T> const& out, T const* min
 }  // namespace detail
 
 template <class T>
-void column_minmax_async(detail::identity_t<matrix_ref<T const>> x, T* min, T* max, stream_ref stream)
+void column_minmax_async(detail::identity_t<matrix_ref<T const>> x, T* min, T* max, stream_ref stream, device_resource_ref resource)
 {
   detail::expect_matrix(x, "x");
   STREAMKIT_EXPECTS((min != nullptr && max != nullptr) || x.cols == 0, std::invalid_argument,
                     "min, max: null outputs for " + std::to_string(x.cols) + " columns");
   if (x.cols == 0) { return; }
   device_guard guard(stream.device());
-  device_buffer<detail::ordered_t<T>> bits(2 * x.cols, stream);  // the one allocation of the call
+  device_buffer<detail::ordered_t<T>> bits(2 * x.cols, stream, resource);  // the one allocation of the call
   detail::reset_bits<T>(x.cols, bits.data(), bits.data() + x.cols, stream);
   detail::reduce_into(x, bits.data(), bits.data() + x.cols, stream);
   detail::finalize(x.cols, bits.data(), bits.data() + x.cols, detail::scaling<T>{T(0), T(1), false}, min, max, static_cast<T*>(nullptr), stream);
 }
 
 template <class T>
-void column_minmax(detail::identity_t<matrix_ref<T const>> x, T* min, T* max, stream_ref stream)
+void column_minmax(detail::identity_t<matrix_ref<T const>> x, T* min, T* max, stream_ref stream, device_resource_ref resource)
 {
-  column_minmax_async<T>(x, min, max, stream);
+  column_minmax_async<T>(x, min, max, stream, resource);
   stream.sync();
 }
 
 template <class T>
 void minmax_normalize_async(detail::identity_t<matrix_ref<T const>> in, matrix_ref<T> out, minmax_options<T> const& options,
-                            stream_ref stream, T* min, T* max)
+                            stream_ref stream, T* min, T* max, device_resource_ref resource)
 {
   detail::expect_options(options);
   detail::expect_matrix(in, "in");
@@ -170,21 +170,24 @@ void minmax_normalize_async(detail::identity_t<matrix_ref<T const>> in, matrix_r
     case detail::minmax_path::cols_cluster: detail::launch_cols_cluster(in, out, plan, s, min, max, stream); return;
     case detail::minmax_path::two_pass: break;
   }
-  device_buffer<detail::ordered_t<T>> bits(2 * in.cols, stream);
-  device_buffer<T> fitted(3 * in.cols, stream);
-  T* const min_out = min != nullptr ? min : fitted.data();
-  T* const max_out = max != nullptr ? max : fitted.data() + in.cols;
-  detail::reset_bits<T>(in.cols, bits.data(), bits.data() + in.cols, stream);
-  detail::reduce_into(in, bits.data(), bits.data() + in.cols, stream);
-  detail::finalize(in.cols, bits.data(), bits.data() + in.cols, s, min_out, max_out, fitted.data() + 2 * in.cols, stream);
-  detail::apply<T, false>(in, out, min_out, fitted.data() + 2 * in.cols, s, stream);
+  // One allocation: 3 × cols fitted values (min, max, scale), then 2 × cols order-preserving bits.
+  static_assert(sizeof(detail::ordered_t<T>) == sizeof(T));
+  device_buffer<T> memory(5 * in.cols, stream, resource);
+  T* const fitted = memory.data();
+  auto* const bits = reinterpret_cast<detail::ordered_t<T>*>(memory.data() + 3 * in.cols);
+  T* const min_out = min != nullptr ? min : fitted;
+  T* const max_out = max != nullptr ? max : fitted + in.cols;
+  detail::reset_bits<T>(in.cols, bits, bits + in.cols, stream);
+  detail::reduce_into(in, bits, bits + in.cols, stream);
+  detail::finalize(in.cols, bits, bits + in.cols, s, min_out, max_out, fitted + 2 * in.cols, stream);
+  detail::apply<T, false>(in, out, min_out, fitted + 2 * in.cols, s, stream);
 }
 
 template <class T>
 void minmax_normalize(detail::identity_t<matrix_ref<T const>> in, matrix_ref<T> out, minmax_options<T> const& options,
-                      stream_ref stream)
+                      stream_ref stream, device_resource_ref resource)
 {
-  minmax_normalize_async<T>(in, out, options, stream);
+  minmax_normalize_async<T>(in, out, options, stream, nullptr, nullptr, resource);
   stream.sync();
 }
 
@@ -196,14 +199,14 @@ namespace detail {
 template <class T>
 class scaler_state {
  public:
-  scaler_state(std::size_t features, stream_ref stream)
+  scaler_state(std::size_t features, stream_ref stream, device_resource_ref resource)
       : release(stream.device()),
         features(features),
-        min_bits(features, stream),
-        max_bits(features, stream),
-        min(features, stream),
-        max(features, stream),
-        scale(features, stream),
+        min_bits(features, stream, resource),
+        max_bits(features, stream, resource),
+        min(features, stream, resource),
+        max(features, stream, resource),
+        scale(features, stream, resource),
         fitted(stream.device())
   {
     // Freed on `release`, so that stream must follow the allocations even if no fit is ever recorded.
@@ -255,7 +258,8 @@ class scaler_state {
 }  // namespace detail
 
 template <class T>
-minmax_scaler<T>::minmax_scaler(minmax_options<T> const& options) : options_(options)
+minmax_scaler<T>::minmax_scaler(minmax_options<T> const& options, device_resource_ref resource)
+    : options_(options), resource_(resource)
 {
   detail::expect_options(options);
 }
@@ -277,7 +281,7 @@ void minmax_scaler<T>::accumulate(matrix_ref<T const> x, stream_ref stream, bool
   device_guard guard(device);
   if (fresh && (!state_ || state_->features != x.cols || state_->device() != device)) {
     // The old state frees its memory once its last users have run.
-    state_ = std::make_unique<detail::scaler_state<T>>(x.cols, stream);
+    state_ = std::make_unique<detail::scaler_state<T>>(x.cols, stream, resource_);
   }
   auto& state = *state_;
   state.order_after_everything(stream);

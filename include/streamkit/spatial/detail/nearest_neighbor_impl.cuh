@@ -24,10 +24,19 @@ void expect_points(points_ref<T> const& points, char const* argument)
   STREAMKIT_EXPECTS(points.stride > 0, std::invalid_argument, std::string(argument) + ": stride must be positive");
 }
 
-template <class T>
-point_source<T> source_of(points_ref<T> const& points) noexcept
+/// Throws std::invalid_argument naming the field unless `result` is a well-formed table of `n` rows
+/// of k neighbours, 1 ≤ k ≤ `max_k`.
+template <class Index, class T>
+void expect_neighbors(neighbors_ref<Index, T> const& result, std::size_t n, std::size_t max_k)
 {
-  return {points.latitude, points.longitude, points.stride, points.unit == angle_unit::degrees};
+  STREAMKIT_EXPECTS(result.count == n, std::invalid_argument,
+                    "result.count: " + std::to_string(result.count) + " rows for " + std::to_string(n) + " observations");
+  STREAMKIT_EXPECTS(result.k >= 1 && result.k <= max_k, std::invalid_argument,
+                    "result.k: " + std::to_string(result.k) + " neighbours asked; this search answers k from 1 to " + std::to_string(max_k));
+  STREAMKIT_EXPECTS(result.stride >= result.k || n <= 1, std::invalid_argument,
+                    "result.stride: " + std::to_string(result.stride) + " is less than k = " + std::to_string(result.k));
+  STREAMKIT_EXPECTS(result.index != nullptr || n == 0, std::invalid_argument,
+                    "result.index: null with " + std::to_string(n) + " observations");
 }
 
 /// Throws unless every index of `m` references fits in Index.
@@ -93,8 +102,9 @@ inline double distance_scale(nearest_options const& options)
 }  // namespace detail
 
 template <class T>
-brute_force_index<T>::brute_force_index(points_ref<T> references, nearest_options const& options, stream_ref stream)
-    : options_(options)
+brute_force_index<T>::brute_force_index(points_ref<T> references, nearest_options const& options, stream_ref stream,
+                                        device_resource_ref resource)
+    : options_(options), resource_(resource)
 {
   STREAMKIT_EXPECTS(options.sphere_radius_km > 0 && std::isfinite(options.sphere_radius_km), std::invalid_argument,
                     "options.sphere_radius_km: must be positive and finite, got " + std::to_string(options.sphere_radius_km));
@@ -112,8 +122,8 @@ void brute_force_index<T>::update(points_ref<T> references, stream_ref stream)
   std::size_t const m = references.count;
   reference_layout const layout(m, options_.precision == nn_precision::exact);
   if (references_.size() < layout.bytes || stream_device != device_) {
-    references_ = device_buffer<std::byte>(layout.bytes, stream);
-    invalid_counts_ = device_buffer<unsigned long long>(2, stream);
+    references_ = device_buffer<std::byte>(layout.bytes, stream, resource_);
+    invalid_counts_ = device_buffer<unsigned long long>(2, stream, resource_);
     scratch_ = nearest_scratch();
   }
   device_ = stream_device;
@@ -123,13 +133,13 @@ void brute_force_index<T>::update(points_ref<T> references, stream_ref stream)
   STREAMKIT_CUDA_TRY(cudaMemsetAsync(invalid_counts_.data(), 0, sizeof(unsigned long long), stream.value()));
   std::byte* const base = references_.data();
   prepare_references<T><<<grid_size("prepare_references", m, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
-    source_of(references), m, layout.vectors(base), layout.precise(base), layout.coordinates(base), invalid_counts_.data());
+    references, m, layout.vectors(base), layout.precise(base), layout.coordinates(base), invalid_counts_.data());
   STREAMKIT_CHECK_LAUNCH();
 }
 
 template <class T>
 template <class Index>
-void brute_force_index<T>::query_async(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream)
+void brute_force_index<T>::query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream)
 {
   query_async(observations, result, stream, scratch_);
   references_.set_stream(stream);  // the index's memory is released after its last query
@@ -137,7 +147,7 @@ void brute_force_index<T>::query_async(points_ref<T> observations, nearest_resul
 
 template <class T>
 template <class Index>
-void brute_force_index<T>::query_async(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream,
+void brute_force_index<T>::query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
                                        nearest_scratch& scratch) const
 {
   expect_query(observations, result, stream);
@@ -152,14 +162,13 @@ void brute_force_index<T>::query_async(points_ref<T> observations, nearest_resul
 
 template <class T>
 template <class V, class Index>
-void brute_force_index<T>::search(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream,
+void brute_force_index<T>::search(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
                                   nearest_scratch& scratch) const
 {
   using namespace detail;
   using shape = pass1_shape<V>;
   device_guard guard(device_);
   std::size_t const n = observations.count;
-  auto const source = source_of(observations);
 
   int blocks_per_sm = 0;
   STREAMKIT_CUDA_TRY(
@@ -171,7 +180,7 @@ void brute_force_index<T>::search(points_ref<T> observations, nearest_result_ref
 
   std::size_t const values_bytes = align_up(plan.slices * n * sizeof(V));
   std::size_t const scratch_bytes = values_bytes + plan.slices * n * sizeof(Index);
-  if (scratch.partials_.size() < scratch_bytes) { scratch.partials_ = device_buffer<std::byte>(scratch_bytes, stream); }
+  if (scratch.partials_.size() < scratch_bytes) { scratch.partials_ = device_buffer<std::byte>(scratch_bytes, stream, resource_); }
   scratch.partials_.set_stream(stream);
   auto* partial_value = reinterpret_cast<V*>(scratch.partials_.data());
   auto* partial_index = reinterpret_cast<Index*>(scratch.partials_.data() + values_bytes);
@@ -180,23 +189,21 @@ void brute_force_index<T>::search(points_ref<T> observations, nearest_result_ref
 
   dim3 const grid(plan.obs_blocks, plan.slices);
   nearest_pass1<V, Index, T><<<grid, shape::threads, 0, stream.value()>>>(
-    source, n, layout.vectors(base), layout.precise(base), count_, plan.slice_length, partial_value, partial_index);
+    observations, n, layout.vectors(base), layout.precise(base), count_, plan.slice_length, partial_value, partial_index);
   STREAMKIT_CHECK_LAUNCH();
   nearest_pass2<V, Index, T><<<grid_size("nearest_pass2", n, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
-    source, n, layout.coordinates(base), plan.slices, partial_value, partial_index, result.index, result.distance,
-    distance_scale(options_), result.invalid_count);
+    observations, n, layout.coordinates(base), plan.slices, partial_value, partial_index, result, distance_scale(options_));
   STREAMKIT_CHECK_LAUNCH();
 }
 
 template <class T>
 template <class Index>
-void brute_force_index<T>::expect_query(points_ref<T> const& observations, nearest_result_ref<Index, T> const& result,
+void brute_force_index<T>::expect_query(points_ref<T> const& observations, neighbors_ref<Index, T> const& result,
                                         stream_ref stream) const
 {
   STREAMKIT_EXPECTS(count_ > 0, std::logic_error, "brute_force_index: query of a moved-from index");
   detail::expect_points(observations, "observations");
-  STREAMKIT_EXPECTS(result.index != nullptr || observations.count == 0, std::invalid_argument,
-                    "result.index: null with " + std::to_string(observations.count) + " observations");
+  detail::expect_neighbors(result, observations.count, 1);
   detail::expect_index_capacity<Index>(count_);
   if (observations.count == 0) { return; }
   int const stream_device = stream.device();
@@ -207,7 +214,7 @@ void brute_force_index<T>::expect_query(points_ref<T> const& observations, neare
 
 template <class T>
 template <class Index>
-void brute_force_index<T>::query(points_ref<T> observations, nearest_result_ref<Index, T> result, stream_ref stream)
+void brute_force_index<T>::query(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream)
 {
   expect_query(observations, result, stream);
   if (options_.on_invalid == invalid_points::reject && observations.count > 0) {
@@ -217,7 +224,7 @@ void brute_force_index<T>::query(points_ref<T> observations, nearest_result_ref<
     unsigned long long* const observations_count = invalid_counts_.data() + 1;
     STREAMKIT_CUDA_TRY(cudaMemsetAsync(observations_count, 0, sizeof(unsigned long long), stream.value()));
     count_invalid_points<T><<<grid_size("count_invalid_points", observations.count, 256, grid_stride_blocks), 256, 0,
-                              stream.value()>>>(source_of(observations), observations.count, observations_count);
+                              stream.value()>>>(observations, observations.count, observations_count);
     STREAMKIT_CHECK_LAUNCH();
     unsigned long long invalid[2] = {0, 0};
     STREAMKIT_CUDA_TRY(cudaMemcpyAsync(invalid, invalid_counts_.data(), sizeof invalid, cudaMemcpyDeviceToHost, stream.value()));
@@ -230,18 +237,18 @@ void brute_force_index<T>::query(points_ref<T> observations, nearest_result_ref<
 }
 
 template <class T, class Index>
-void nearest_neighbor_async(points_ref<T> observations, points_ref<T> references, nearest_result_ref<Index, T> result,
-                            nearest_options const& options, stream_ref stream)
+void nearest_neighbor_async(points_ref<T> observations, points_ref<T> references, neighbors_ref<Index, T> result,
+                            nearest_options const& options, stream_ref stream, device_resource_ref resource)
 {
-  brute_force_index<T> index(references, options, stream);
+  brute_force_index<T> index(references, options, stream, resource);
   index.query_async(observations, result, stream);
 }
 
 template <class T, class Index>
-void nearest_neighbor(points_ref<T> observations, points_ref<T> references, nearest_result_ref<Index, T> result,
-                      nearest_options const& options, stream_ref stream)
+void nearest_neighbor(points_ref<T> observations, points_ref<T> references, neighbors_ref<Index, T> result,
+                      nearest_options const& options, stream_ref stream, device_resource_ref resource)
 {
-  brute_force_index<T> index(references, options, stream);
+  brute_force_index<T> index(references, options, stream, resource);
   index.query(observations, result, stream);
 }
 

@@ -3,6 +3,7 @@
 
 #include <streamkit/spatial/detail/nearest_neighbor_plan.hpp>
 #include <streamkit/spatial/haversine.hpp>
+#include <streamkit/spatial/points.hpp>
 
 #include <cuda/std/limits>
 #include <cuda_runtime_api.h>
@@ -45,25 +46,17 @@ struct alignas(16) lat_lon {
 /// ~1e-15). 4e-6 leaves a margin.
 inline constexpr double float_chord2_error = 4e-6;
 
-/// Where a kernel reads points from.
-template <class T>
-struct point_source {
-  T const* latitude;
-  T const* longitude;
-  std::size_t stride;
-  bool degrees;
-};
-
 /// Reads point `i` in radians (double). Returns false for a non-finite coordinate or a latitude
 /// outside ±90° (in radians, up to π/2 rounded up to T, so a float pole is accepted).
 template <class T>
-__device__ inline bool load_point(point_source<T> const& source, std::size_t i, double& lat, double& lon)
+__device__ inline bool load_point(points_ref<T> const& source, std::size_t i, double& lat, double& lon)
 {
   lat = static_cast<double>(source.latitude[i * source.stride]);
   lon = static_cast<double>(source.longitude[i * source.stride]);
-  double const limit = source.degrees ? 90.0 : max_of(static_cast<double>(static_cast<T>(pi / 2)), pi / 2);
+  bool const degrees = source.unit == angle_unit::degrees;
+  double const limit = degrees ? 90.0 : max_of(static_cast<double>(static_cast<T>(pi / 2)), pi / 2);
   bool const valid = isfinite(lat) && isfinite(lon) && fabs(lat) <= limit;
-  if (source.degrees) {
+  if (degrees) {
     lat = radians_from_degrees(lat);
     lon = radians_from_degrees(lon);
   }
@@ -105,7 +98,7 @@ __device__ __forceinline__ float min_ignoring_nan(float a, float b) { return fmi
 
 /// Counts the invalid points among `count`.
 template <class T>
-__global__ void count_invalid_points(point_source<T> source, std::size_t count, unsigned long long* invalid)
+__global__ void count_invalid_points(points_ref<T> source, std::size_t count, unsigned long long* invalid)
 {
   unsigned long long local = 0;
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count; i += std::size_t{gridDim.x} * blockDim.x) {
@@ -118,7 +111,7 @@ __global__ void count_invalid_points(point_source<T> source, std::size_t count, 
 /// Prepares references: float unit vectors, double ones when `precise` is not null (exact mode),
 /// and double coordinates; counts invalid ones.
 template <class T>
-__global__ void prepare_references(point_source<T> source, std::size_t count, vec4<float>* vectors,
+__global__ void prepare_references(points_ref<T> source, std::size_t count, vec4<float>* vectors,
                                    vec4<double>* precise, lat_lon* coordinates, unsigned long long* invalid)
 {
   unsigned long long local = 0;
@@ -145,7 +138,7 @@ __global__ void prepare_references(point_source<T> source, std::size_t count, ve
 ///   every double chord above that best, so the answer is that of a double loop over every pair.
 template <class V, class Index, class T>
 __global__ void __launch_bounds__(pass1_shape<V>::threads)
-  nearest_pass1(point_source<T> observations, std::size_t n, vec4<float> const* references,
+  nearest_pass1(points_ref<T> observations, std::size_t n, vec4<float> const* references,
                 vec4<double> const* precise_references, std::size_t m, std::size_t slice_length, V* partial_value,
                 Index* partial_index)
 {
@@ -254,12 +247,12 @@ __global__ void __launch_bounds__(pass1_shape<V>::threads)
 }
 
 /// Pass 2: merges the slices of each observation (lowest slice wins ties, so the lowest index wins)
-/// and writes the winner's index and its double-precision haversine distance times `scale`; adds the
-/// number of invalid observations to `invalid_count` when it is not null.
+/// and writes the winner's index and its double-precision haversine distance times `scale` into row i
+/// of `result`; adds the number of invalid observations to result.invalid_count when it is set.
 template <class V, class Index, class T>
-__global__ void nearest_pass2(point_source<T> observations, std::size_t n, lat_lon const* reference_coordinates,
-                              std::size_t slices, V const* partial_value, Index const* partial_index, Index* out_index,
-                              T* out_distance, double scale, unsigned long long* invalid_count)
+__global__ void nearest_pass2(points_ref<T> observations, std::size_t n, lat_lon const* reference_coordinates,
+                              std::size_t slices, V const* partial_value, Index const* partial_index,
+                              neighbors_ref<Index, T> result, double scale)
 {
   unsigned long long invalid = 0;
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x) {
@@ -283,10 +276,10 @@ __global__ void nearest_pass2(point_source<T> observations, std::size_t n, lat_l
     } else {
       index = -1;
     }
-    out_index[i] = index;
-    if (out_distance != nullptr) { out_distance[i] = static_cast<T>(distance); }
+    result.index[i * result.stride] = index;
+    if (result.distance != nullptr) { result.distance[i * result.stride] = static_cast<T>(distance); }
   }
-  if (invalid_count != nullptr && invalid > 0) { atomicAdd(invalid_count, invalid); }
+  if (result.invalid_count != nullptr && invalid > 0) { atomicAdd(result.invalid_count, invalid); }
 }
 
 }  // namespace streamkit::detail
