@@ -4,3 +4,4 @@
 
 #include <streamkit/spatial/haversine.hpp>
 #include <streamkit/spatial/nearest_neighbor.cuh>
+#include <streamkit/spatial/points.hpp>

@@ -64,7 +64,7 @@ void column_minmax(detail::identity_t<matrix_ref<T const>> x, T* min, T* max, st
 /// allocation use a minmax_scaler, which keeps its memory).
 template <class T>
 void minmax_normalize_async(detail::identity_t<matrix_ref<T const>> in, matrix_ref<T> out, minmax_options<T> const& options,
-                            stream_ref stream, T* min = nullptr, T* max = nullptr,
+                            stream_ref stream, detail::identity_t<T>* min = nullptr, detail::identity_t<T>* max = nullptr,
                             device_resource_ref resource = default_device_resource());
 /// minmax_normalize_async(), then waits for `stream`.
 template <class T>

@@ -147,7 +147,7 @@ void column_minmax(detail::identity_t<matrix_ref<T const>> x, T* min, T* max, st
 
 template <class T>
 void minmax_normalize_async(detail::identity_t<matrix_ref<T const>> in, matrix_ref<T> out, minmax_options<T> const& options,
-                            stream_ref stream, T* min, T* max, device_resource_ref resource)
+                            stream_ref stream, detail::identity_t<T>* min, detail::identity_t<T>* max, device_resource_ref resource)
 {
   detail::expect_options(options);
   detail::expect_matrix(in, "in");
