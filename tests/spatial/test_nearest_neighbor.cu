@@ -232,10 +232,11 @@ TEST_F(NearestNeighbor, InvalidPointsAreRejectedWithTheirCountOrMarked)
   auto index = to_device(std::vector<std::int32_t>(lat.size(), -7), s);
   auto distance = to_device(std::vector<float>(lat.size(), -1.0F), s);
   auto const out = streamkit::neighbors_ref<std::int32_t, float>::dense(index.data(), distance.data(), lat.size());
+  auto const first_row = streamkit::neighbors_ref<std::int32_t, float>::dense(index.data(), distance.data(), 1);
 
   // Blocking queries with reject (the default) count, wait and throw before writing anything.
   streamkit::brute_force_index<float> bad_references(bad, {}, s);
-  STREAMKIT_EXPECT_THROW_WITH(bad_references.query(good, out, s), std::invalid_argument,
+  STREAMKIT_EXPECT_THROW_WITH(bad_references.query(good, first_row, s), std::invalid_argument,
                               "references: 3 point(s) have a non-finite coordinate or a latitude outside");
   streamkit::brute_force_index<float> strict(good, {}, s);
   STREAMKIT_EXPECT_THROW_WITH(strict.query(bad, out, s), std::invalid_argument, "observations: 3 point(s)");
@@ -266,7 +267,7 @@ TEST_F(NearestNeighbor, InvalidPointsAreRejectedWithTheirCountOrMarked)
   streamkit::brute_force_index<float> none_valid(streamkit::points_ref<float>::separate(la.data() + 1, lo.data() + 1, 3,
                                                                                       angle_unit::degrees),
                                                marking, s);
-  none_valid.query(good, out, s);
+  none_valid.query(good, first_row, s);
   EXPECT_EQ(to_host(index, s)[0], -1);
 }
 

@@ -47,13 +47,16 @@ class device {
   /// The calling thread's current device.
   [[nodiscard]] static device current() { return device(current_device_id()); }
 
+  /// The device id.
   [[nodiscard]] int id() const noexcept { return id_; }
+  /// The product name (cudaDeviceProp::name).
   [[nodiscard]] std::string name() const
   {
     cudaDeviceProp properties{};
     STREAMKIT_CUDA_TRY(cudaGetDeviceProperties(&properties, id_));
     return properties.name;
   }
+  /// Number of streaming multiprocessors.
   [[nodiscard]] int sm_count() const { return attribute(cudaDevAttrMultiProcessorCount); }
   /// Compute capability as (major, minor), e.g. (9, 0) for Hopper.
   [[nodiscard]] std::pair<int, int> compute_capability() const
@@ -62,8 +65,11 @@ class device {
   }
   /// Number of asynchronous copy engines (copies that can run at once with kernels and each other).
   [[nodiscard]] int copy_engine_count() const { return attribute(cudaDevAttrAsyncEngineCount); }
+  /// Total device memory in bytes.
   [[nodiscard]] std::size_t total_memory() const { return memory_info().second; }
+  /// Free device memory in bytes at the time of the call (cudaMemGetInfo).
   [[nodiscard]] std::size_t free_memory() const { return memory_info().first; }
+  /// Size of the L2 cache in bytes.
   [[nodiscard]] std::size_t l2_cache_bytes() const { return static_cast<std::size_t>(attribute(cudaDevAttrL2CacheSize)); }
   /// Stream priorities as (least, greatest). Greater priority is the numerically smaller value.
   [[nodiscard]] std::pair<int, int> stream_priority_range() const;
@@ -86,6 +92,8 @@ class device {
 /// Calls cudaSetDevice only when the device differs, so it is cheap in loops.
 class device_guard {
  public:
+  /// Makes `id` current (if it is not already) and remembers the previous device.
+  /// @throws cuda_error if cudaSetDevice fails (e.g. for an invalid id).
   explicit device_guard(int id) : previous_(current_device_id())
   {
     if (id != previous_) {

@@ -16,6 +16,8 @@ namespace streamkit {
 /// that failed and where it was made.
 class cuda_error : public std::runtime_error {
  public:
+  /// The failure `error` of `call` (its source text), made at `file`:`line`; the message names all of
+  /// them, with the error's name and text.
   cuda_error(cudaError_t error, const char* call, const char* file, int line)
       : std::runtime_error(std::string("CUDA error ") + cudaGetErrorName(error) + " (" +
                            std::to_string(static_cast<int>(error)) + "): " + cudaGetErrorString(error) +
@@ -35,7 +37,9 @@ class cuda_error : public std::runtime_error {
   [[nodiscard]] const char* description() const noexcept { return cudaGetErrorString(error_); }
   /// The source text of the call that failed.
   [[nodiscard]] const std::string& call() const noexcept { return call_; }
+  /// The source file of the call that failed.
   [[nodiscard]] const std::string& file() const noexcept { return file_; }
+  /// The line of the call that failed.
   [[nodiscard]] int line() const noexcept { return line_; }
 
  private:
@@ -50,8 +54,9 @@ class cuda_error : public std::runtime_error {
 /// the CUDA error code (cudaErrorMemoryAllocation when out of memory), the call and where it was made.
 class bad_alloc : public std::bad_alloc {
  public:
-  /// @param error the code the allocating call returned; @param call its source text;
-  /// @param file, @param line where it was made.
+  /// @param error the code the allocating call returned
+  /// @param call its source text
+  /// @param file,line where it was made
   bad_alloc(cudaError_t error, const char* call, const char* file, int line)
       : message_(std::string("allocation failed: ") + cudaGetErrorName(error) + " (" + std::to_string(static_cast<int>(error)) +
                  "): " + cudaGetErrorString(error) + "\n  in " + call + "\n  at " + file + ":" + std::to_string(line)),

@@ -95,11 +95,17 @@ class basic_event {
 }  // namespace detail
 
 /// An event for ordering and completion only (timing disabled, which makes it cheaper).
+///
+/// Move-only; its members, shared with timed_event, come from an implementation base: it is created
+/// on a device id, on a stream's device or (by default) on the current device; record(stream)
+/// captures the work enqueued on a stream of its device so far; sync() blocks the host until that
+/// work has completed; ready() tells without waiting; value(), device() and recorded() report the
+/// handle, the device and whether it was ever recorded. It converts to event_ref.
 class event : public detail::basic_event<cudaEventDisableTiming> {
   using basic_event::basic_event;
 };
 
-/// An event that records a timestamp, for GPU timing with elapsed().
+/// An event that records a timestamp, for GPU timing with elapsed(). Its interface is that of event.
 class timed_event : public detail::basic_event<cudaEventDefault> {
   using basic_event::basic_event;
 };

@@ -16,6 +16,7 @@ namespace streamkit {
 class graph_exec {
  public:
   graph_exec() = default;
+  /// Takes ownership of `handle`, which is destroyed with the object.
   explicit graph_exec(cudaGraphExec_t handle) noexcept : handle_(handle) {}
   ~graph_exec() noexcept
   {
@@ -23,7 +24,9 @@ class graph_exec {
   }
   graph_exec(graph_exec const&) = delete;
   graph_exec& operator=(graph_exec const&) = delete;
+  /// Takes over `other`'s graph; `other` becomes empty.
   graph_exec(graph_exec&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+  /// Destroys the graph it owns (if any), then takes over `other`'s; `other` becomes empty.
   graph_exec& operator=(graph_exec&& other) noexcept
   {
     if (this != &other) {
@@ -39,6 +42,7 @@ class graph_exec {
     STREAMKIT_EXPECTS(handle_ != nullptr, std::logic_error, "launch() of an empty or moved-from graph_exec");
     STREAMKIT_CUDA_TRY(cudaGraphLaunch(handle_, stream.value()));
   }
+  /// The CUDA handle (null when empty or moved from).
   [[nodiscard]] cudaGraphExec_t value() const noexcept { return handle_; }
 
  private:

@@ -13,6 +13,7 @@
 
 namespace streamkit {
 
+/// Storage order of a matrix_ref.
 enum class layout {
   row_major,     ///< element (i, j) at data[i * ld + j]; ld ≥ cols
   column_major,  ///< element (i, j) at data[i + j * ld]; ld ≥ rows
@@ -23,22 +24,25 @@ enum class layout {
 /// so views beyond 2^31 elements are fine.
 template <class T>
 struct matrix_ref {
-  T* data = nullptr;
-  std::size_t rows = 0;
-  std::size_t cols = 0;
+  T* data = nullptr;  ///< element (0, 0)
+  std::size_t rows = 0;  ///< number of rows
+  std::size_t cols = 0;  ///< number of columns (features)
   std::size_t ld = 0;  ///< leading dimension (pitch) in elements
-  layout order = layout::row_major;
+  layout order = layout::row_major;  ///< row- or column-major
 
   /// A dense view (ld = cols for row-major, rows for column-major).
   [[nodiscard]] static matrix_ref dense(T* data, std::size_t rows, std::size_t cols, layout order = layout::row_major) noexcept
   {
     return {data, rows, cols, order == layout::row_major ? cols : rows, order};
   }
+  /// Position of element (i, j) from `data`, in elements (host and device).
   [[nodiscard]] STREAMKIT_HOST_DEVICE std::size_t offset(std::size_t i, std::size_t j) const noexcept
   {
     return order == layout::row_major ? i * ld + j : i + j * ld;
   }
+  /// Element (i, j), unchecked (host and device).
   [[nodiscard]] STREAMKIT_HOST_DEVICE T& operator()(std::size_t i, std::size_t j) const noexcept { return data[offset(i, j)]; }
+  /// Number of elements, rows × cols (pitch not included).
   [[nodiscard]] std::size_t size() const noexcept { return rows * cols; }
   /// Elements spanned from the first to one past the last, pitch included.
   [[nodiscard]] std::size_t extent() const noexcept

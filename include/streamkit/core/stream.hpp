@@ -47,7 +47,9 @@ class stream {
   ~stream() noexcept { release(); }
   stream(stream const&) = delete;
   stream& operator=(stream const&) = delete;
+  /// Takes over `other`'s stream; `other` becomes invalid (valid() is false).
   stream(stream&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)), device_(other.device_) {}
+  /// Destroys the stream it owns (if any), then takes over `other`'s; `other` becomes invalid.
   stream& operator=(stream&& other) noexcept
   {
     if (this != &other) {
@@ -64,16 +66,26 @@ class stream {
     STREAMKIT_EXPECTS(handle_ != nullptr, std::logic_error, "use of a moved-from streamkit::stream");
     return stream_ref(handle_);
   }
+  /// Implicit ref(), so a stream goes wherever a stream_ref is taken.
+  /// @throws std::logic_error for a moved-from stream.
   operator stream_ref() const { return ref(); }  // NOLINT: implicit by design
+  /// The CUDA stream handle. @throws std::logic_error for a moved-from stream.
   [[nodiscard]] cudaStream_t value() const { return ref().value(); }
+  /// The device the stream was created on.
   [[nodiscard]] int device() const noexcept { return device_; }
   /// False for a moved-from stream.
   [[nodiscard]] bool valid() const noexcept { return handle_ != nullptr; }
 
+  /// Blocks the host until all work enqueued so far has finished.
   void sync() const { ref().sync(); }
+  /// True if all work enqueued so far has finished; never waits.
   [[nodiscard]] bool ready() const { return ref().ready(); }
+  /// Work enqueued after this call waits until `event` has completed; the host does not wait.
   void wait(event_ref event) const { ref().wait(event); }
+  /// Work enqueued after this call waits for all work enqueued on `other` so far; the host does not wait.
   void wait(stream_ref other) const { ref().wait(other); }
+  /// Runs `callback()` on a runtime thread once all earlier work on the stream has finished
+  /// (see stream_ref::host_callback()).
   template <class Callback>
   void host_callback(Callback&& callback) const
   {
@@ -104,7 +116,9 @@ class stream_pool {
     for (std::size_t i = 0; i < count; ++i) { streams_.emplace_back(device_id, priority); }
   }
 
+  /// The number of streams.
   [[nodiscard]] std::size_t size() const noexcept { return streams_.size(); }
+  /// The device of the pool's streams.
   [[nodiscard]] int device() const noexcept { return streams_.front().device(); }
   /// The next stream in round-robin order; safe to call from several threads.
   [[nodiscard]] stream_ref next() noexcept { return streams_[next_.fetch_add(1) % streams_.size()].ref(); }
@@ -116,6 +130,7 @@ class stream_pool {
                         std::to_string(streams_.size()) + " streams");
     return streams_[index].ref();
   }
+  /// Same as at(). @throws std::out_of_range for an index past the end.
   [[nodiscard]] stream_ref operator[](std::size_t index) const { return at(index); }
   /// Blocks until every stream of the pool is idle.
   void sync_all() const

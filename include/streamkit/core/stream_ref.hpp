@@ -17,7 +17,9 @@ namespace streamkit {
 /// A non-owning view of a CUDA event; what streams wait on. `event` and `timed_event` convert to it.
 class event_ref {
  public:
+  /// Views `handle` without taking ownership.
   constexpr explicit event_ref(cudaEvent_t handle) noexcept : handle_(handle) {}
+  /// The CUDA event handle.
   [[nodiscard]] constexpr cudaEvent_t value() const noexcept { return handle_; }
 
  private:
@@ -29,6 +31,7 @@ class event_ref {
 /// (synchronising) legacy stream is always visible in the code.
 class stream_ref {
  public:
+  /// Views `handle` without taking ownership; implicit, so a raw cudaStream_t converts.
   constexpr stream_ref(cudaStream_t handle) noexcept : handle_(handle) {}  // NOLINT: implicit by design
   stream_ref(int) = delete;
   stream_ref(std::nullptr_t) = delete;
@@ -38,7 +41,9 @@ class stream_ref {
   /// The calling host thread's default stream (does not synchronise with other streams).
   [[nodiscard]] static stream_ref per_thread_default() noexcept { return stream_ref(cudaStreamPerThread); }
 
+  /// The CUDA stream handle.
   [[nodiscard]] constexpr cudaStream_t value() const noexcept { return handle_; }
+  /// The CUDA stream handle, for runtime calls and kernel launches.
   constexpr operator cudaStream_t() const noexcept { return handle_; }  // NOLINT: implicit by design
   /// Drops into libcu++ / CUB / Thrust APIs that take a `cuda::stream_ref`.
   operator cuda::stream_ref() const noexcept { return cuda::stream_ref(handle_); }  // NOLINT
@@ -101,7 +106,9 @@ class stream_ref {
     static_cast<void>(owned.release());
   }
 
+  /// True if both view the same stream handle.
   friend constexpr bool operator==(stream_ref a, stream_ref b) noexcept { return a.handle_ == b.handle_; }
+  /// True if the views hold different stream handles.
   friend constexpr bool operator!=(stream_ref a, stream_ref b) noexcept { return a.handle_ != b.handle_; }
 
  private:

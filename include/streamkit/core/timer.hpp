@@ -26,6 +26,8 @@ class scoped_timer {
   {
     start_.record(stream_);
   }
+  /// Starts timing on `stream`; the destructor writes the elapsed time to `result` (NaN if it could
+  /// not be measured).
   scoped_timer(stream_ref stream, gpu_duration& result) : scoped_timer(stream, &result) {}
 
   ~scoped_timer() noexcept

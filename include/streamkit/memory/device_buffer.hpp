@@ -44,6 +44,7 @@ class device_buffer {
   ~device_buffer() noexcept { release(); }
   device_buffer(device_buffer const&) = delete;
   device_buffer& operator=(device_buffer const&) = delete;
+  /// Takes over `other`'s memory, with its stream, device and resource; `other` becomes empty.
   device_buffer(device_buffer&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)),
         size_(std::exchange(other.size_, 0)),
@@ -52,6 +53,8 @@ class device_buffer {
         resource_(other.resource_)
   {
   }
+  /// Releases the memory it owns (in stream order, on its stream), then takes over `other`'s;
+  /// `other` becomes empty.
   device_buffer& operator=(device_buffer&& other) noexcept
   {
     if (this != &other) {
@@ -65,11 +68,17 @@ class device_buffer {
     return *this;
   }
 
+  /// The first element, in device memory (null when empty).
   [[nodiscard]] T* data() noexcept { return data_; }
+  /// The first element, read-only, in device memory (null when empty).
   [[nodiscard]] T const* data() const noexcept { return data_; }
+  /// The number of elements.
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  /// True when the buffer holds no elements.
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  /// The elements as a span of device memory.
   [[nodiscard]] cuda::std::span<T> span() noexcept { return {data_, size_}; }
+  /// The elements as a read-only span of device memory.
   [[nodiscard]] cuda::std::span<T const> span() const noexcept { return {data_, size_}; }
   /// The stream the memory is freed on.
   [[nodiscard]] stream_ref stream() const noexcept { return stream_; }

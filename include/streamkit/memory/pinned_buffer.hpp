@@ -26,6 +26,7 @@ enum class pinned_flags : unsigned {
   mapped = cudaHostAllocMapped,                ///< also mapped into the device address space
   write_combined = cudaHostAllocWriteCombined, ///< faster host writes and DMA, very slow host reads
 };
+/// Combines two sets of flags.
 [[nodiscard]] constexpr pinned_flags operator|(pinned_flags a, pinned_flags b) noexcept
 {
   return static_cast<pinned_flags>(static_cast<unsigned>(a) | static_cast<unsigned>(b));
@@ -64,10 +65,12 @@ class pinned_buffer {
   ~pinned_buffer() noexcept { release(); }
   pinned_buffer(pinned_buffer const&) = delete;
   pinned_buffer& operator=(pinned_buffer const&) = delete;
+  /// Takes over `other`'s memory; `other` becomes empty.
   pinned_buffer(pinned_buffer&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0))
   {
   }
+  /// Frees the memory it owns, then takes over `other`'s; `other` becomes empty.
   pinned_buffer& operator=(pinned_buffer&& other) noexcept
   {
     if (this != &other) {
@@ -78,17 +81,29 @@ class pinned_buffer {
     return *this;
   }
 
+  /// The first element (null when empty).
   [[nodiscard]] T* data() noexcept { return data_; }
+  /// The first element, read-only (null when empty).
   [[nodiscard]] T const* data() const noexcept { return data_; }
+  /// The number of elements.
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  /// True when the buffer holds no elements.
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  /// The elements as a span.
   [[nodiscard]] cuda::std::span<T> span() noexcept { return {data_, size_}; }
+  /// The elements as a read-only span.
   [[nodiscard]] cuda::std::span<T const> span() const noexcept { return {data_, size_}; }
+  /// Element `i`, unchecked.
   [[nodiscard]] T& operator[](std::size_t i) noexcept { return data_[i]; }
+  /// Element `i`, read-only and unchecked.
   [[nodiscard]] T const& operator[](std::size_t i) const noexcept { return data_[i]; }
+  /// Iterator to the first element.
   [[nodiscard]] T* begin() noexcept { return data_; }
+  /// Iterator past the last element.
   [[nodiscard]] T* end() noexcept { return data_ + size_; }
+  /// Read-only iterator to the first element.
   [[nodiscard]] T const* begin() const noexcept { return data_; }
+  /// Read-only iterator past the last element.
   [[nodiscard]] T const* end() const noexcept { return data_ + size_; }
 
  private:
@@ -150,6 +165,8 @@ class host_registration {
       throw;
     }
   }
+  /// Registers the bytes of `memory`, as host_registration(memory.data(), memory.size_bytes(), chunk_bytes).
+  /// @throws std::invalid_argument for a zero chunk size; cuda_error if a registration fails.
   template <class T>
   explicit host_registration(cuda::std::span<T> memory, std::size_t chunk_bytes = default_chunk_bytes)
       : host_registration(const_cast<std::remove_const_t<T>*>(memory.data()), memory.size_bytes(), chunk_bytes)
@@ -159,7 +176,9 @@ class host_registration {
   ~host_registration() noexcept { release(); }
   host_registration(host_registration const&) = delete;
   host_registration& operator=(host_registration const&) = delete;
+  /// Takes over `other`'s registrations; `other` then holds none.
   host_registration(host_registration&& other) noexcept : chunks_(std::move(other.chunks_)) { other.chunks_.clear(); }
+  /// Unregisters what it holds, then takes over `other`'s registrations; `other` then holds none.
   host_registration& operator=(host_registration&& other) noexcept
   {
     if (this != &other) {

@@ -47,8 +47,9 @@ namespace streamkit {
 
 /// Items [begin, end) of a batch.
 struct item_range {
-  std::size_t begin = 0;
-  std::size_t end = 0;
+  std::size_t begin = 0;  ///< first item
+  std::size_t end = 0;    ///< one past the last item
+  /// The number of items, end − begin.
   [[nodiscard]] std::size_t size() const noexcept { return end - begin; }
 };
 
@@ -102,12 +103,12 @@ class stream_workspace {
 /// workspace is free again when the worker's next chunk starts.
 class chunk_context {
  public:
-  int device;
+  int device;          ///< the worker's device, current while the callable runs
   std::size_t lane;    ///< index of the device in dispatcher::devices(): state shared by that device's streams
-  stream_ref stream;
-  item_range items;
+  stream_ref stream;   ///< the worker's stream, on which the callable enqueues the chunk's work
+  item_range items;    ///< the chunk's items
   std::size_t worker;  ///< index of the (device, stream) worker, stable within a run
-  stream_workspace& workspace;
+  stream_workspace& workspace;  ///< the stream's reusable device and pinned memory
 
   /// Enqueues host-to-device copies on `stream` after those of the device's previous chunk:
   /// `enqueue()` is called with the order held.
@@ -145,6 +146,8 @@ class chunk_context {
 /// The first failure of a run, with the device and the items it happened on.
 class dispatch_error : public std::runtime_error {
  public:
+  /// The failure `original` of the chunk `items` on `device`; the message is
+  /// "device D, items [begin, end): " followed by `what`.
   dispatch_error(int device, item_range items, std::exception_ptr original, std::string const& what)
       : std::runtime_error("device " + std::to_string(device) + ", items [" + std::to_string(items.begin) + ", " +
                            std::to_string(items.end) + "): " + what),
@@ -153,8 +156,11 @@ class dispatch_error : public std::runtime_error {
         original_(std::move(original))
   {
   }
+  /// The device id of the failed chunk.
   [[nodiscard]] int device() const noexcept { return device_; }
+  /// The items of the failed chunk.
   [[nodiscard]] item_range items() const noexcept { return items_; }
+  /// The exception the chunk threw (std::rethrow_exception rethrows it).
   [[nodiscard]] std::exception_ptr original() const noexcept { return original_; }
 
  private:
@@ -163,6 +169,7 @@ class dispatch_error : public std::runtime_error {
   std::exception_ptr original_;
 };
 
+/// Options of a dispatcher: which devices, and how many streams on each.
 struct dispatcher_options {
   /// Devices to use (repeats allowed, e.g. {0, 0} to emulate two GPUs). Empty: every visible device,
   /// which honours CUDA_VISIBLE_DEVICES.
@@ -217,6 +224,9 @@ namespace detail {
 }
 }  // namespace detail
 
+/// Spreads a batch of items over GPUs and streams (see the file comment): one host worker per
+/// (device, stream) takes chunks from a shared counter and runs the caller's callable on its stream.
+/// One run at a time.
 class dispatcher {
  public:
   /// Creates the workers, their streams and threads. Device memory (workspaces, and the state of

@@ -54,6 +54,7 @@ matrix_ref<T> packed(matrix_ref<U> const& m, T* data) noexcept
 /// 60 × 98450 doubles on an H100 (docs/performance.md): arrays staged through pinned buffers
 /// (pageable, pageable_transfer::stage), and arrays in pinned or registered memory.
 inline constexpr std::size_t staged_chunk_bytes = std::size_t{4} << 20;
+/// The chunk size for arrays in pinned or registered memory; see staged_chunk_bytes.
 inline constexpr std::size_t pinned_chunk_bytes = std::size_t{8} << 20;
 
 namespace detail {

@@ -87,7 +87,8 @@ class multi_gpu_nearest_neighbor {
   multi_gpu_nearest_neighbor& operator=(multi_gpu_nearest_neighbor const&) = delete;
 
   /// Replaces the reference set (host memory) on every device, reusing memory when the new set is no
-  /// larger, and waits. @throws as the constructor.
+  /// larger, and waits. @throws std::invalid_argument for M = 0, null coordinates, or (with
+  /// invalid_points::reject) invalid references.
   void update(points_ref<T> references)
   {
     STREAMKIT_EXPECTS(references.count > 0, std::invalid_argument, "references: the reference set is empty (M = 0)");

@@ -36,9 +36,9 @@ namespace streamkit {
 /// The interval values are scaled to, and whether to clamp to it.
 template <class T>
 struct minmax_options {
-  T lo = T(0);
-  T hi = T(1);
-  bool clip = false;
+  T lo = T(0);        ///< lower end of the interval
+  T hi = T(1);        ///< upper end of the interval; lo < hi, both finite
+  bool clip = false;  ///< clamp transformed values to [lo, hi] (NaN stays NaN)
 };
 
 /// Per-column min and max (NaN ignored) of `x` into device arrays of x.cols elements, on `stream`;
@@ -100,6 +100,8 @@ class minmax_scaler {
       : options_(other.options_), resource_(other.resource_), state_(std::move(other.state_))
   {
   }
+  /// Move assignment; not thread-safe. The memory of the state it held is released after that
+  /// state's last fit and transform have run; `other` becomes unfitted.
   minmax_scaler& operator=(minmax_scaler&& other) noexcept
   {
     options_ = other.options_;
@@ -112,30 +114,53 @@ class minmax_scaler {
   /// Returns at once; the device memory is released after the last fit and transform have run.
   ~minmax_scaler();
 
+  /// Fits per-column min, max and scale to `x` (device memory), discarding any earlier fit, on
+  /// `stream`; never waits. @throws std::invalid_argument for a bad view or one with no elements.
   void fit_async(matrix_ref<T const> x, stream_ref stream);
+  /// Folds `x` into the running minima and maxima (a first fit when unfitted), on `stream`; never
+  /// waits. @throws std::invalid_argument for a bad view, one with no elements, or a column count
+  /// other than the fitted one.
   void partial_fit_async(matrix_ref<T const> x, stream_ref stream);
+  /// Scales `x` into `out` (same shape, device memory) with the fitted values, on `stream`; never
+  /// waits. @throws std::logic_error when unfitted; std::invalid_argument for bad views, a column
+  /// count other than the fitted one, or a stream of another device than the last fit's.
   void transform_async(matrix_ref<T const> x, matrix_ref<T> out, stream_ref stream) const;
+  /// The inverse of transform_async() (no clipping): maps scaled `x` back to the data's range into
+  /// `out`, on `stream`; never waits. @throws std::logic_error when unfitted; std::invalid_argument
+  /// as transform_async().
   void inverse_transform_async(matrix_ref<T const> x, matrix_ref<T> out, stream_ref stream) const;
 
   /// The `_async` forms, then a wait for `stream`.
   void fit(matrix_ref<T const> x, stream_ref stream);
+  /// partial_fit_async(), then a wait for `stream`.
   void partial_fit(matrix_ref<T const> x, stream_ref stream);
+  /// transform_async(), then a wait for `stream`.
   void transform(matrix_ref<T const> x, matrix_ref<T> out, stream_ref stream) const;
+  /// inverse_transform_async(), then a wait for `stream`.
   void inverse_transform(matrix_ref<T const> x, matrix_ref<T> out, stream_ref stream) const;
 
+  /// True once a fit has been enqueued (n_features() > 0).
   [[nodiscard]] bool fitted() const { return n_features() > 0; }
+  /// The number of columns of the last fit (0 when unfitted).
   [[nodiscard]] std::size_t n_features() const;
+  /// The interval (lo, hi) values are scaled to.
   [[nodiscard]] std::pair<T, T> feature_range() const noexcept { return {options_.lo, options_.hi}; }
+  /// Whether transforms clamp to feature_range().
   [[nodiscard]] bool clip() const noexcept { return options_.clip; }
   /// Device arrays of n_features() elements (null until fitted; valid until a fit of another shape
   /// or device, or the scaler's end). Work reading them on a stream other than the last fit's must
   /// wait for that fit first.
   [[nodiscard]] T const* data_min() const;
+  /// Device array of the per-column maxima; as data_min().
   [[nodiscard]] T const* data_max() const;
+  /// Device array of the per-column scales (hi − lo) / (max − min), a range below 10 × epsilon of T
+  /// counting as 1; as data_min().
   [[nodiscard]] T const* scale() const;
   /// Host copies, taken after the last fit's device work (empty when unfitted).
   [[nodiscard]] std::vector<T> data_min_host() const;
+  /// Host copy of data_max(); as data_min_host().
   [[nodiscard]] std::vector<T> data_max_host() const;
+  /// Host copy of scale(); as data_min_host().
   [[nodiscard]] std::vector<T> scale_host() const;
 
  private:

@@ -10,6 +10,7 @@ namespace streamkit {
 
 /// Mean Earth radius (IUGG R1), in kilometres.
 inline constexpr double earth_radius_km = 6371.0088;
+/// π, in double precision.
 inline constexpr double pi = 3.14159265358979323846;
 
 /// Degrees to radians, in double precision.

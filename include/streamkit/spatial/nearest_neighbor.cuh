@@ -126,6 +126,7 @@ class brute_force_index {
         scratch_(std::move(other.scratch_))
   {
   }
+  /// Releases the index's memory (in stream order), then takes over `other`'s; `other` becomes empty.
   brute_force_index& operator=(brute_force_index&& other) noexcept
   {
     if (this != &other) {
