@@ -425,7 +425,7 @@ TEST_F(ShapeFuzz, MinMaxGiantShapesMatchTheReference)
 // ---------------------------------------------------------------------------------------------
 // Nearest neighbour
 
-enum class nearest_entry { index_query, index_query_scratch, index_update, one_shot_async, one_shot, dispatch };
+enum class nearest_entry { index_query, index_query_scratch, index_update, one_shot_async, one_shot, dispatch, multi_gpu_update };
 char const* name_of(nearest_entry e)
 {
   switch (e) {
@@ -434,6 +434,7 @@ char const* name_of(nearest_entry e)
     case nearest_entry::index_update: return "brute_force_index::update then query";
     case nearest_entry::one_shot_async: return "nearest_neighbor_async";
     case nearest_entry::one_shot: return "nearest_neighbor";
+    case nearest_entry::multi_gpu_update: return "multi_gpu_nearest_neighbor::update then query";
     case nearest_entry::dispatch: break;
   }
   return "dispatch_nearest_neighbor";
@@ -445,6 +446,8 @@ struct nearest_case {
   bool int64 = false;
   std::size_t n = 1, m = 1;
   std::size_t stride = 1;  // 1: separate arrays; 2 and more: lat and lon interleaved in records of `stride`
+  std::size_t result_stride = 1;  // elements between result rows (the gaps must stay untouched)
+  bool pinned = false;            // multi-GPU entries: host observations and results page-locked
   streamkit::angle_unit unit = streamkit::angle_unit::degrees;
   streamkit::nn_precision precision = streamkit::nn_precision::fast;
   streamkit::distance_unit distance = streamkit::distance_unit::radians;
@@ -457,11 +460,11 @@ struct nearest_case {
   {
     std::ostringstream s;
     s << name_of(entry) << " " << (is_double ? "double" : "float") << (int64 ? " int64 " : " int32 ") << n << " x " << m << " stride "
-      << stride << (unit == streamkit::angle_unit::degrees ? " degrees" : " radians")
+      << stride << " result stride " << result_stride << (pinned ? " pinned" : "") << (unit == streamkit::angle_unit::degrees ? " degrees" : " radians")
       << (precision == streamkit::nn_precision::exact ? " exact" : " fast") << " distance unit " << static_cast<int>(distance)
       << (with_distance ? "" : " no distance") << (on_invalid == streamkit::invalid_points::mark ? " mark" : " reject")
       << (invalid_observations ? " with invalid observations" : "") << (clustered ? " clustered" : "");
-    if (entry == nearest_entry::dispatch) { s << " chunk_items " << chunk_items; }
+    if (entry == nearest_entry::dispatch || entry == nearest_entry::multi_gpu_update) { s << " chunk_items " << chunk_items; }
     return s.str();
   }
 };
@@ -494,6 +497,35 @@ void spoil(streamkit_test::point_set& points, std::mt19937_64& rng)
   }
 }
 
+/// (lat, lon) in records of `stride` elements, with padding between records.
+template <class T>
+std::vector<T> records_of(std::vector<T> const& lat, std::vector<T> const& lon, std::size_t stride)
+{
+  std::vector<T> records(lat.size() * stride + 1, T(-777));
+  for (std::size_t i = 0; i < lat.size(); ++i) {
+    records[i * stride] = lat[i];
+    records[i * stride + 1] = lon[i];
+  }
+  return records;
+}
+
+/// Row 0 of every result row of `stride` elements; fails if an element between rows was written.
+template <class V>
+std::vector<V> first_of_rows(std::vector<V> const& rows, std::size_t stride, V poison)
+{
+  std::vector<V> first(rows.size() / stride);
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    first[i] = rows[i * stride];
+    for (std::size_t j = 1; j < stride; ++j) {
+      if (!(rows[i * stride + j] == poison)) {
+        ADD_FAILURE() << "row " << i << ", column " << j << " beyond k = 1 was written";
+        return first;
+      }
+    }
+  }
+  return first;
+}
+
 /// Device points in the case's layout, and what the kernel sees.
 template <class T>
 struct device_points {
@@ -516,12 +548,7 @@ device_points<T> upload(streamkit_test::point_set const& p, nearest_case const& 
     d.ref = streamkit::points_ref<T>::separate(d.storage[0].data(), d.storage[1].data(), p.size(), c.unit);
     return d;
   }
-  std::vector<T> records(p.size() * c.stride + 1, T(-777));  // padding between records
-  for (std::size_t i = 0; i < p.size(); ++i) {
-    records[i * c.stride] = d.lat[i];
-    records[i * c.stride + 1] = d.lon[i];
-  }
-  d.storage.push_back(to_device(records, s));
+  d.storage.push_back(to_device(records_of(d.lat, d.lon, c.stride), s));
   d.ref = {d.storage[0].data(), d.storage[0].data() + 1, p.size(), c.stride, c.unit};
   return d;
 }
@@ -558,17 +585,62 @@ void run_nearest(nearest_case const& c, std::mt19937_64& rng, streamkit::stream 
   options.on_invalid = c.on_invalid;
   options.unit = c.distance;
 
-  std::vector<Index> got_index(c.n, Index{-7});
-  std::vector<T> got_distance(c.with_distance ? c.n : 0, T(-12345));
-  if (c.entry == nearest_entry::dispatch) {
+  std::size_t const rows = c.n * c.result_stride;
+  std::vector<Index> got_index(rows, Index{-7});
+  std::vector<T> got_distance(c.with_distance ? rows : 0, T(-12345));
+  if (c.entry == nearest_entry::dispatch || c.entry == nearest_entry::multi_gpu_update) {
     auto const obs_lat = streamkit_test::converted<T>(obs_points.lat, c.unit), obs_lon = streamkit_test::converted<T>(obs_points.lon, c.unit);
     auto const ref_lat = streamkit_test::converted<T>(ref_points.lat, c.unit), ref_lon = streamkit_test::converted<T>(ref_points.lon, c.unit);
-    streamkit::dispatch_nearest_neighbor(gpus, streamkit::points_ref<T>::separate(obs_lat.data(), obs_lon.data(), c.n, c.unit),
-                                         streamkit::points_ref<T>::separate(ref_lat.data(), ref_lon.data(), c.m, c.unit),
-                                         streamkit::neighbors_ref<Index, T>::dense(got_index.data(), c.with_distance ? got_distance.data() : nullptr, c.n),
-                                         options, c.chunk_items);
+    // Host points in the case's layout: separate arrays, or records; pageable or pinned.
+    auto const host_points = [&](std::vector<T> const& lat, std::vector<T> const& lon, std::vector<T>& records,
+                                 streamkit::pinned_buffer<T>& pinned) {
+      if (c.stride == 1) { return streamkit::points_ref<T>::separate(lat.data(), lon.data(), lat.size(), c.unit); }
+      records = records_of(lat, lon, c.stride);
+      T* data = records.data();
+      if (c.pinned) {
+        pinned = streamkit::pinned_buffer<T>(records.size());
+        std::copy(records.begin(), records.end(), pinned.begin());
+        data = pinned.data();
+      }
+      return streamkit::points_ref<T>{data, data + 1, lat.size(), c.stride, c.unit};
+    };
+    std::vector<T> obs_records, ref_records;
+    streamkit::pinned_buffer<T> obs_pinned, ref_pinned, pinned_distance;
+    streamkit::pinned_buffer<Index> pinned_index;
+    auto const observations = host_points(obs_lat, obs_lon, obs_records, obs_pinned);
+    auto const references = host_points(ref_lat, ref_lon, ref_records, ref_pinned);
+    Index* index = got_index.data();
+    T* distance = c.with_distance ? got_distance.data() : nullptr;
+    if (c.pinned) {
+      pinned_index = streamkit::pinned_buffer<Index>(rows);
+      std::fill(pinned_index.begin(), pinned_index.end(), Index{-7});
+      index = pinned_index.data();
+      if (c.with_distance) {
+        pinned_distance = streamkit::pinned_buffer<T>(rows);
+        std::fill(pinned_distance.begin(), pinned_distance.end(), T(-12345));
+        distance = pinned_distance.data();
+      }
+    }
+    streamkit::neighbors_ref<Index, T> const result{index, distance, c.n, 1, c.result_stride, nullptr};
+    if (c.entry == nearest_entry::dispatch) {
+      streamkit::dispatch_nearest_neighbor(gpus, observations, references, result, options, c.chunk_items);
+    } else {
+      // Prepared on another set of another size first, then updated to this one.
+      auto const other = streamkit_test::uniform_points(log_uniform(rng, 1, 2 * c.m), rng);
+      auto const other_lat = streamkit_test::converted<T>(other.lat, c.unit), other_lon = streamkit_test::converted<T>(other.lon, c.unit);
+      streamkit::multi_gpu_nearest_neighbor<T> search(gpus, streamkit::points_ref<T>::separate(other_lat.data(), other_lon.data(), other.size(), c.unit),
+                                                      options);
+      search.update(references);
+      search.query(observations, result, c.chunk_items);
+    }
+    if (c.pinned) {
+      std::copy(pinned_index.begin(), pinned_index.end(), got_index.begin());
+      if (c.with_distance) { std::copy(pinned_distance.begin(), pinned_distance.end(), got_distance.begin()); }
+    }
     streamkit_test::expect_nearest(streamkit_test::as_seen(obs_lat, obs_lon, c.unit), streamkit_test::as_seen(ref_lat, ref_lon, c.unit),
-                                   got_index, got_distance, c.precision, scale_of(c.distance));
+                                   first_of_rows(got_index, c.result_stride, Index{-7}),
+                                   c.with_distance ? first_of_rows(got_distance, c.result_stride, T(-12345)) : got_distance, c.precision,
+                                   scale_of(c.distance));
     return;
   }
 
@@ -578,8 +650,8 @@ void run_nearest(nearest_case const& c, std::mt19937_64& rng, streamkit::stream 
   std::optional<streamkit::device_buffer<T>> d_distance;
   if (c.with_distance) { d_distance.emplace(to_device(got_distance, s)); }
   auto d_invalid = to_device(std::vector<unsigned long long>{0}, s);
-  auto const result = streamkit::neighbors_ref<Index, T>::dense(d_index.data(), c.with_distance ? d_distance->data() : nullptr, c.n, 1,
-                                                               d_invalid.data());
+  streamkit::neighbors_ref<Index, T> const result{d_index.data(), c.with_distance ? d_distance->data() : nullptr, c.n, 1,
+                                                  c.result_stride, d_invalid.data()};
   auto const search = [&] {
     switch (c.entry) {
       case nearest_entry::index_query: {
@@ -605,7 +677,8 @@ void run_nearest(nearest_case const& c, std::mt19937_64& rng, streamkit::stream 
       }
       case nearest_entry::one_shot_async: streamkit::nearest_neighbor_async(obs.ref, refs.ref, result, options, s); break;
       case nearest_entry::one_shot: streamkit::nearest_neighbor(obs.ref, refs.ref, result, options, s); break;
-      case nearest_entry::dispatch: break;
+      case nearest_entry::dispatch:
+      case nearest_entry::multi_gpu_update: break;
     }
   };
   // The blocking form rejects; the asynchronous ones mark and count on the device.
@@ -615,8 +688,8 @@ void run_nearest(nearest_case const& c, std::mt19937_64& rng, streamkit::stream 
     return;
   }
   search();
-  got_index = to_host(d_index, s);
-  if (c.with_distance) { got_distance = to_host(*d_distance, s); }
+  got_index = first_of_rows(to_host(d_index, s), c.result_stride, Index{-7});
+  if (c.with_distance) { got_distance = first_of_rows(to_host(*d_distance, s), c.result_stride, T(-12345)); }
   streamkit_test::expect_nearest(obs.seen, refs.seen, got_index, got_distance, c.precision, scale_of(c.distance));
   std::size_t invalid = 0;
   for (char valid : obs.seen.valid) { invalid += valid ? 0 : 1; }
@@ -627,7 +700,7 @@ nearest_case random_nearest_case(std::mt19937_64& rng)
 {
   nearest_case c;
   std::bernoulli_distribution coin(0.5);
-  c.entry = static_cast<nearest_entry>(std::uniform_int_distribution<int>(0, 5)(rng));
+  c.entry = static_cast<nearest_entry>(std::uniform_int_distribution<int>(0, 6)(rng));
   c.is_double = coin(rng);
   c.int64 = coin(rng);
   c.precision = coin(rng) ? streamkit::nn_precision::fast : streamkit::nn_precision::exact;
@@ -646,11 +719,12 @@ nearest_case random_nearest_case(std::mt19937_64& rng)
   c.distance = static_cast<streamkit::distance_unit>(std::uniform_int_distribution<int>(0, 2)(rng));
   c.with_distance = std::bernoulli_distribution(0.8)(rng);
   c.on_invalid = coin(rng) ? streamkit::invalid_points::reject : streamkit::invalid_points::mark;
-  c.invalid_observations = c.on_invalid == streamkit::invalid_points::reject && c.entry != nearest_entry::dispatch &&
-                           std::bernoulli_distribution(0.1)(rng);
+  bool const multi_gpu = c.entry == nearest_entry::dispatch || c.entry == nearest_entry::multi_gpu_update;
+  c.invalid_observations = c.on_invalid == streamkit::invalid_points::reject && !multi_gpu && std::bernoulli_distribution(0.1)(rng);
+  c.result_stride = std::uniform_int_distribution<std::size_t>(1, 3)(rng);
   c.clustered = std::bernoulli_distribution(0.3)(rng);
-  if (c.entry == nearest_entry::dispatch) {
-    c.stride = 1;
+  if (multi_gpu) {
+    c.pinned = coin(rng);
     c.chunk_items = coin(rng) ? 0 : log_uniform(rng, 1, c.n);
   }
   return c;
