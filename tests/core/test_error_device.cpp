@@ -49,6 +49,25 @@ TEST(Error, ExpectsThrowsTheNamedTypeWithTheMessage)
   EXPECT_NO_THROW(STREAMKIT_EXPECTS(true, std::invalid_argument, "unused"));
 }
 
+TEST(Error, ReleaseErrorsAtShutdownAreIgnoredAndOthersAssertInDebugBuilds)
+{
+  streamkit::detail::ignore_release_error(cudaSuccess);
+  streamkit::detail::ignore_release_error(cudaErrorCudartUnloading);
+  streamkit::detail::ignore_release_error(cudaErrorContextIsDestroyed);
+#ifdef NDEBUG
+  streamkit::detail::ignore_release_error(cudaErrorInvalidValue);  // cleared, not reported, in release builds
+#else
+  EXPECT_DEATH(streamkit::detail::ignore_release_error(cudaErrorInvalidValue), "releasing a CUDA resource failed");
+#endif
+}
+
+TEST(Error, AllocationMacroThrowsBadAlloc)
+{
+  EXPECT_THROW(STREAMKIT_CUDA_TRY_ALLOC(cudaErrorMemoryAllocation), streamkit::bad_alloc);
+  EXPECT_THROW(STREAMKIT_CUDA_TRY_ALLOC(cudaErrorMemoryAllocation), std::bad_alloc);
+  STREAMKIT_CUDA_TRY_ALLOC(cudaSuccess);
+}
+
 TEST(Device, CountNeverThrows)
 {
   int count = -1;

@@ -116,23 +116,20 @@ inline void ignore_release_error(cudaError_t error) noexcept
 }  // namespace detail
 }  // namespace streamkit
 
-/// Evaluates a CUDA runtime call and throws streamkit::cuda_error if it does not return cudaSuccess.
-#define STREAMKIT_CUDA_TRY(call)                                                              \
+/// Evaluates a CUDA runtime call and, unless it returns cudaSuccess, calls
+/// `thrower(error, "call", __FILE__, __LINE__)` (which throws). The call's text is taken before
+/// macro expansion, by the public macros below.
+#define STREAMKIT_DETAIL_CHECK(call, text, thrower)                                           \
   do {                                                                                        \
     cudaError_t const streamkit_status_ = (call);                                             \
-    if (streamkit_status_ != cudaSuccess) {                                                   \
-      ::streamkit::detail::throw_cuda_error(streamkit_status_, #call, __FILE__, __LINE__);    \
-    }                                                                                         \
+    if (streamkit_status_ != cudaSuccess) { thrower(streamkit_status_, text, __FILE__, __LINE__); } \
   } while (0)
 
+/// Evaluates a CUDA runtime call and throws streamkit::cuda_error if it does not return cudaSuccess.
+#define STREAMKIT_CUDA_TRY(call) STREAMKIT_DETAIL_CHECK(call, #call, ::streamkit::detail::throw_cuda_error)
+
 /// Evaluates an allocating CUDA call and throws streamkit::bad_alloc if it does not return cudaSuccess.
-#define STREAMKIT_CUDA_TRY_ALLOC(call)                                                        \
-  do {                                                                                        \
-    cudaError_t const streamkit_status_ = (call);                                             \
-    if (streamkit_status_ != cudaSuccess) {                                                   \
-      ::streamkit::detail::throw_bad_alloc(streamkit_status_, #call, __FILE__, __LINE__);     \
-    }                                                                                         \
-  } while (0)
+#define STREAMKIT_CUDA_TRY_ALLOC(call) STREAMKIT_DETAIL_CHECK(call, #call, ::streamkit::detail::throw_bad_alloc)
 
 /// Checks the launch that was just made (bad configuration, missing kernel image, ...).
 #define STREAMKIT_CHECK_LAUNCH() STREAMKIT_CUDA_TRY(cudaPeekAtLastError())
