@@ -19,9 +19,8 @@ namespace streamkit {
 /// GPU-measured durations, in milliseconds as float (the resolution cudaEventElapsedTime gives).
 using gpu_duration = std::chrono::duration<float, std::milli>;
 
-namespace detail {
-
-/// Shared implementation of the two event types; `Flags` are fixed at creation.
+/// An owning, move-only CUDA event created with the cudaEventCreateWithFlags `Flags`, on one device:
+/// the common interface of `event` (timing disabled) and `timed_event`. Use those two.
 template <unsigned Flags>
 class basic_event {
  public:
@@ -31,20 +30,24 @@ class basic_event {
     device_guard guard(device_);
     STREAMKIT_CUDA_TRY(cudaEventCreateWithFlags(&handle_, Flags));
   }
+  /// Creates the event on the current device.
   basic_event() : basic_event(current_device_id()) {}
   /// Creates the event on `stream`'s device, ready to be recorded there.
   explicit basic_event(stream_ref stream) : basic_event(stream.device()) {}
 
+  /// Destroys the event (a pending record completes on the device regardless).
   ~basic_event() noexcept
   {
     if (handle_ != nullptr) { detail::ignore_release_error(cudaEventDestroy(handle_)); }
   }
   basic_event(basic_event const&) = delete;
   basic_event& operator=(basic_event const&) = delete;
+  /// Takes `other`'s event; `other` is left without one.
   basic_event(basic_event&& other) noexcept
       : handle_(std::exchange(other.handle_, nullptr)), device_(other.device_), recorded_(std::exchange(other.recorded_, false))
   {
   }
+  /// Destroys this event and takes `other`'s.
   basic_event& operator=(basic_event&& other) noexcept
   {
     if (this != &other) {
@@ -81,9 +84,13 @@ class basic_event {
     return true;
   }
 
+  /// The CUDA handle (null for a moved-from event).
   [[nodiscard]] cudaEvent_t value() const noexcept { return handle_; }
+  /// The device the event belongs to.
   [[nodiscard]] int device() const noexcept { return device_; }
+  /// True once record() has been called.
   [[nodiscard]] bool recorded() const noexcept { return recorded_; }
+  /// A non-owning reference to the event.
   operator event_ref() const noexcept { return event_ref(handle_); }  // NOLINT: implicit by design
 
  private:
@@ -92,21 +99,14 @@ class basic_event {
   bool recorded_ = false;
 };
 
-}  // namespace detail
-
-/// An event for ordering and completion only (timing disabled, which makes it cheaper).
-///
-/// Move-only; its members, shared with timed_event, come from an implementation base: it is created
-/// on a device id, on a stream's device or (by default) on the current device; record(stream)
-/// captures the work enqueued on a stream of its device so far; sync() blocks the host until that
-/// work has completed; ready() tells without waiting; value(), device() and recorded() report the
-/// handle, the device and whether it was ever recorded. It converts to event_ref.
-class event : public detail::basic_event<cudaEventDisableTiming> {
+/// An event for ordering and completion only (timing disabled, which makes it cheaper). Its
+/// interface is basic_event's.
+class event : public basic_event<cudaEventDisableTiming> {
   using basic_event::basic_event;
 };
 
-/// An event that records a timestamp, for GPU timing with elapsed(). Its interface is that of event.
-class timed_event : public detail::basic_event<cudaEventDefault> {
+/// An event that records a timestamp, for GPU timing with elapsed(). Its interface is basic_event's.
+class timed_event : public basic_event<cudaEventDefault> {
   using basic_event::basic_event;
 };
 
