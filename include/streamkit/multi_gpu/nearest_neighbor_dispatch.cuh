@@ -35,11 +35,19 @@ struct staged_points {
         unit(host.unit)
   {
   }
-  /// Enqueues the copies into `device` (2 × count elements) through staging slots `slot`, `slot` + 1.
+  /// Enqueues the copies into `device` (2 × count elements) in the chunk's copy order, through
+  /// staging slots `slot`, `slot` + 1.
   void copy_to_device(chunk_context& chunk, T* device, std::size_t slot) const
   {
     detail::copy_to_device(chunk, latitude, device, slot);
     if (!pairs) { detail::copy_to_device(chunk, longitude, device + count, slot + 1); }
+  }
+  /// Enqueues the copies into `device` (2 × count elements) on `stream`, straight from the host
+  /// memory (pageable memory is then copied by the runtime before the call returns).
+  void copy_to_device(T* device, stream_ref stream) const
+  {
+    copy_lines_async(device, latitude.length, latitude.data, latitude.ld, count, latitude.length, cudaMemcpyHostToDevice, stream);
+    if (!pairs) { copy_lines_async(device + count, 1, longitude.data, longitude.ld, count, 1, cudaMemcpyHostToDevice, stream); }
   }
   /// The view of the packed copy at `device`.
   [[nodiscard]] points_ref<T> on_device(T const* device) const noexcept
@@ -94,20 +102,13 @@ class multi_gpu_nearest_neighbor {
     STREAMKIT_EXPECTS(references.count > 0, std::invalid_argument, "references: the reference set is empty (M = 0)");
     detail::expect_points(references, "references");
     std::size_t const m = references.count;
-    bool const pairs = references.stride >= 2 && references.longitude == references.latitude + 1;
+    detail::staged_points<T> const host(references, false);  // blocking anyway: pageable sources need no staging of ours
     for (auto& lane : lanes_) {
       device_guard guard(lane->device);
       stream_ref const s = lane->stream.ref();
       if (lane->coordinates.size() < 2 * m) { lane->coordinates = device_buffer<T>(2 * m, s, lane->resource); }
-      T* const device = lane->coordinates.data();
-      // Blocking anyway: pageable sources need no staging of ours.
-      std::size_t const width = pairs ? 2 : 1;
-      detail::copy_lines_async(device, width, references.latitude, references.stride, m, width, cudaMemcpyHostToDevice, s);
-      if (!pairs) {
-        detail::copy_lines_async(device + m, 1, references.longitude, references.stride, m, 1, cudaMemcpyHostToDevice, s);
-      }
-      points_ref<T> const prepared = pairs ? points_ref<T>::interleaved(device, m, references.unit)
-                                           : points_ref<T>::separate(device, device + m, m, references.unit);
+      host.copy_to_device(lane->coordinates.data(), s);
+      points_ref<T> const prepared = host.on_device(lane->coordinates.data());
       if (lane->index) {
         lane->index->update(prepared, s);
       } else {
@@ -139,9 +140,10 @@ class multi_gpu_nearest_neighbor {
     bool const observations_pinned = is_pinned(observations.latitude) && is_pinned(observations.longitude);
     bool const index_pinned = is_pinned(result.index);
     bool const distance_pinned = result.distance == nullptr || is_pinned(result.distance);
+    // Invalid observations are counted only to be rejected; with mark they are marked and that is all.
+    bool const reject = options_.on_invalid == invalid_points::reject;
     // With reject, results must not reach pinned outputs (written by DMA) before the count is checked.
-    bool const check_before_copy_out =
-      options_.on_invalid == invalid_points::reject && (index_pinned || (result.distance != nullptr && distance_pinned));
+    bool const check_before_copy_out = reject && (index_pinned || (result.distance != nullptr && distance_pinned));
 
     workers_.run(n, chunk_items, [&](chunk_context& chunk) {
       std::size_t const count = chunk.items.size();
@@ -150,16 +152,16 @@ class multi_gpu_nearest_neighbor {
       T* const device_points = space.device<T>(2 * chunk_items, 0);
       auto* const device_index = space.device<Index>(chunk_items, 1);
       T* const device_distance = result.distance != nullptr ? space.device<T>(chunk_items, 2) : nullptr;
-      auto* const device_invalid = space.device<unsigned long long>(1, 3);
-      auto* const invalid = space.pinned<unsigned long long>(1, 0);
+      auto* const device_invalid = reject ? space.device<unsigned long long>(1, 3) : nullptr;
+      auto* const invalid = reject ? space.pinned<unsigned long long>(1, 0) : nullptr;
 
       detail::staged_points<T> const in(detail::points_in(observations, chunk.items), observations_pinned);
       in.copy_to_device(chunk, device_points, 1);
-      STREAMKIT_CUDA_TRY(cudaMemsetAsync(device_invalid, 0, sizeof *device_invalid, s.value()));
+      if (reject) { STREAMKIT_CUDA_TRY(cudaMemsetAsync(device_invalid, 0, sizeof *device_invalid, s.value())); }
       lanes_[chunk.lane]->index->query_async(in.on_device(device_points),
                                              neighbors_ref<Index, T>::dense(device_index, device_distance, count, 1, device_invalid),
                                              s, scratch_[chunk.worker]);
-      STREAMKIT_CUDA_TRY(cudaMemcpyAsync(invalid, device_invalid, sizeof *invalid, cudaMemcpyDeviceToHost, s.value()));
+      if (reject) { STREAMKIT_CUDA_TRY(cudaMemcpyAsync(invalid, device_invalid, sizeof *invalid, cudaMemcpyDeviceToHost, s.value())); }
       if (check_before_copy_out) {
         s.sync();
         detail::expect_valid_points(options_, *invalid, "observations");
@@ -171,7 +173,7 @@ class multi_gpu_nearest_neighbor {
         distance_back.emplace(chunk, device_distance, detail::host_lines<T>{result.distance + row, count, 1, result.stride, distance_pinned}, 4);
       }
       s.sync();
-      detail::expect_valid_points(options_, *invalid, "observations");  // before this chunk writes anything of its own
+      if (reject) { detail::expect_valid_points(options_, *invalid, "observations"); }  // before this chunk writes anything of its own
       index_back.finish();
       if (distance_back) { distance_back->finish(); }
     });

@@ -38,8 +38,6 @@ struct points_ref {
   {
     return {latlon, latlon == nullptr ? nullptr : latlon + 1, count, 2, unit};
   }
-  /// True when the points are (lat, lon) pairs packed one after another.
-  [[nodiscard]] bool is_interleaved() const noexcept { return stride == 2 && longitude == latitude + 1; }
 };
 
 /// A non-owning n × k table of neighbours, written by a search: row i holds the k nearest references
