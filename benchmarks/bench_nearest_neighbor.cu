@@ -1,4 +1,4 @@
-// Haversine nearest neighbour: GPU time per search (events), pairs/s.
+// Haversine nearest neighbour: GPU time per search (events), pairs/s; both engines and the front end with k.
 //   bench_nearest_neighbor --benchmark_format=json > nn.json
 #include "gpu_timing.hpp"
 
@@ -66,6 +66,46 @@ void nearest(benchmark::State& state, streamkit::nn_precision precision, bool in
   state.counters["M"] = static_cast<double>(m);
 }
 
+/// The k nearest with an engine (build + query per step, as each time step of a moving set):
+/// state.range(2) = k; uniform points.
+template <class Engine>
+void knn(benchmark::State& state)
+{
+  if (!streamkit_bench::require_gpu(state)) { return; }
+  auto const n = static_cast<std::size_t>(state.range(0));
+  auto const m = static_cast<std::size_t>(state.range(1));
+  auto const k = static_cast<std::size_t>(state.range(2));
+  streamkit::stream const s(0);
+  std::vector<float> lat, lon;
+  random_points(n, 1, lat, lon);
+  auto const obs_lat = upload(lat, s);
+  auto const obs_lon = upload(lon, s);
+  random_points(m, 2, lat, lon);
+  auto const ref_lat = upload(lat, s);
+  auto const ref_lon = upload(lon, s);
+  streamkit::device_buffer<std::int32_t> index(n * k, s);
+  streamkit::device_buffer<float> distance(n * k, s);
+  streamkit::nearest_options options;
+  options.on_invalid = streamkit::invalid_points::mark;
+  auto const observations = streamkit::points_ref<float>::separate(obs_lat.data(), obs_lon.data(), n);
+  auto const references = streamkit::points_ref<float>::separate(ref_lat.data(), ref_lon.data(), m);
+  Engine engine(references, options, s);
+  auto const result = streamkit::neighbors_ref<std::int32_t, float>::dense(index.data(), distance.data(), n, k);
+  streamkit_bench::time_on_stream(state, s, [&](streamkit::stream_ref stream) {
+    engine.update(references, stream);
+    engine.query_async(observations, result, stream);
+  });
+  state.counters["N"] = static_cast<double>(n);
+  state.counters["M"] = static_cast<double>(m);
+  state.counters["k"] = static_cast<double>(k);
+}
+
+void knn_shapes(benchmark::internal::Benchmark* b)
+{
+  b->Args({1 << 16, 1 << 13, 1})->Args({1 << 24, 1 << 14, 1})->Args({1 << 20, 1 << 20, 16})->Args({1 << 20, 1 << 16, 4});
+  b->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+}
+
 void fast(benchmark::State& state) { nearest(state, streamkit::nn_precision::fast, false); }
 void fast_with_update(benchmark::State& state) { nearest(state, streamkit::nn_precision::fast, true); }
 void exact(benchmark::State& state) { nearest(state, streamkit::nn_precision::exact, false); }
@@ -82,4 +122,7 @@ BENCHMARK(fast)->Apply(shapes);
 BENCHMARK(fast_with_update)->Args({1 << 16, 1 << 13})->Args({1 << 24, 1 << 14})->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK(exact)->Args({1 << 16, 1 << 13})->Args({1 << 24, 1 << 14})->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitions(3)->ReportAggregatesOnly(true);
 
+BENCHMARK(knn<streamkit::tree_index<float>>)->Name("tree")->Apply(knn_shapes);
+BENCHMARK(knn<streamkit::nearest_index<float>>)->Name("front_end")->Apply(knn_shapes);
+BENCHMARK(knn<streamkit::brute_force_index<float>>)->Name("brute_force_k")->Args({1 << 16, 1 << 13, 4})->Args({1 << 16, 1 << 13, 16})->Args({1 << 20, 1 << 16, 4})->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK_MAIN();

@@ -122,8 +122,9 @@ class multi_gpu_nearest_neighbor {
     detail::expect_valid_points(options_, lanes_.front()->invalid[0], "references");
   }
 
-  /// Finds the nearest reference of every observation and writes `result` (host memory, k = 1, any
-  /// row stride), and waits. `chunk_items` = 0 picks about four chunks per worker (at least 4096
+  /// Finds the k = result.k nearest references of every observation and writes `result` (host memory,
+  /// any row stride), and waits. Each GPU searches with the engine the front end picks for a chunk
+  /// (nearest_index), building its tree, when it picks one, once per update(). `chunk_items` = 0 picks about four chunks per worker (at least 4096
   /// observations). With invalid_points::reject, a chunk with invalid observations fails with
   /// dispatch_error naming the count and writes nothing of its own; the GPUs never wait for a check.
   /// @throws std::invalid_argument for bad views (before anything is written); dispatch_error.
@@ -131,12 +132,20 @@ class multi_gpu_nearest_neighbor {
   void query(points_ref<T> observations, neighbors_ref<Index, T> result, std::size_t chunk_items = 0)
   {
     detail::expect_points(observations, "observations");
-    detail::expect_neighbors(result, observations.count, 1);
+    detail::expect_neighbors(result, observations.count);
     detail::expect_index_capacity<Index>(count_);
     std::size_t const n = observations.count;
     if (n == 0) { return; }
+    std::size_t const k = result.k;
     std::size_t const workers = workers_.worker_count();
     if (chunk_items == 0) { chunk_items = std::max<std::size_t>(4096, (n + 4 * workers - 1) / (4 * workers)); }
+    // Every chunk size's engine ready before the workers' streams query concurrently.
+    for (auto& lane : lanes_) {
+      device_guard guard(lane->device);
+      lane->index->prepare(std::min(chunk_items, n), k, lane->stream.ref());
+      if (n % chunk_items != 0) { lane->index->prepare(n % chunk_items, k, lane->stream.ref()); }
+    }
+    for (auto& lane : lanes_) { lane->stream.sync(); }
     bool const observations_pinned = is_pinned(observations.latitude) && is_pinned(observations.longitude);
     bool const index_pinned = is_pinned(result.index);
     bool const distance_pinned = result.distance == nullptr || is_pinned(result.distance);
@@ -150,8 +159,8 @@ class multi_gpu_nearest_neighbor {
       stream_ref const s = chunk.stream;
       auto& space = chunk.workspace;
       T* const device_points = space.device<T>(2 * chunk_items, 0);
-      auto* const device_index = space.device<Index>(chunk_items, 1);
-      T* const device_distance = result.distance != nullptr ? space.device<T>(chunk_items, 2) : nullptr;
+      auto* const device_index = space.device<Index>(chunk_items * k, 1);
+      T* const device_distance = result.distance != nullptr ? space.device<T>(chunk_items * k, 2) : nullptr;
       auto* const device_invalid = reject ? space.device<unsigned long long>(1, 3) : nullptr;
       auto* const invalid = reject ? space.pinned<unsigned long long>(1, 0) : nullptr;
 
@@ -159,7 +168,7 @@ class multi_gpu_nearest_neighbor {
       in.copy_to_device(chunk, device_points, 1);
       if (reject) { STREAMKIT_CUDA_TRY(cudaMemsetAsync(device_invalid, 0, sizeof *device_invalid, s.value())); }
       lanes_[chunk.lane]->index->query_async(in.on_device(device_points),
-                                             neighbors_ref<Index, T>::dense(device_index, device_distance, count, 1, device_invalid),
+                                             neighbors_ref<Index, T>::dense(device_index, device_distance, count, k, device_invalid),
                                              s, scratch_[chunk.worker]);
       if (reject) { STREAMKIT_CUDA_TRY(cudaMemcpyAsync(invalid, device_invalid, sizeof *invalid, cudaMemcpyDeviceToHost, s.value())); }
       if (check_before_copy_out) {
@@ -167,10 +176,10 @@ class multi_gpu_nearest_neighbor {
         detail::expect_valid_points(options_, *invalid, "observations");
       }
       std::size_t const row = chunk.items.begin * result.stride;
-      detail::copy_to_host<Index> const index_back(chunk, device_index, {result.index + row, count, 1, result.stride, index_pinned}, 3);
+      detail::copy_to_host<Index> const index_back(chunk, device_index, {result.index + row, count, k, result.stride, index_pinned}, 3);
       std::optional<detail::copy_to_host<T>> distance_back;
       if (result.distance != nullptr) {
-        distance_back.emplace(chunk, device_distance, detail::host_lines<T>{result.distance + row, count, 1, result.stride, distance_pinned}, 4);
+        distance_back.emplace(chunk, device_distance, detail::host_lines<T>{result.distance + row, count, k, result.stride, distance_pinned}, 4);
       }
       s.sync();
       if (reject) { detail::expect_valid_points(options_, *invalid, "observations"); }  // before this chunk writes anything of its own
@@ -191,7 +200,7 @@ class multi_gpu_nearest_neighbor {
     device_resource_ref resource;
     streamkit::stream stream;                     // uploads and preparation
     device_buffer<T> coordinates;                 // the references' packed coordinates
-    std::optional<brute_force_index<T>> index;    // prepared from `coordinates`
+    std::optional<nearest_index<T>> index;        // prepared from `coordinates`
     pinned_buffer<unsigned long long> invalid;    // invalid references of the last update
   };
 
@@ -209,7 +218,7 @@ void dispatch_nearest_neighbor(dispatcher& workers, points_ref<T> observations, 
                                neighbors_ref<Index, T> result, nearest_options const& options, std::size_t chunk_items = 0)
 {
   detail::expect_points(observations, "observations");
-  detail::expect_neighbors(result, observations.count, 1);
+  detail::expect_neighbors(result, observations.count);
   detail::expect_index_capacity<Index>(references.count);
   multi_gpu_nearest_neighbor<T>(workers, references, options).query(observations, result, chunk_items);
 }

@@ -1,197 +1,95 @@
 #pragma once
 /// @file nearest_neighbor.cuh
-/// Exact nearest-neighbour search on the sphere by great-circle (haversine) distance.
+/// Exact k-nearest-neighbour search on the sphere by great-circle (haversine) distance: the front end.
 ///
-/// For each of N observation points, finds the index and distance of the nearest of M reference
-/// points, considering every pair (brute force). Two passes: pass 1 splits the reference set into as
-/// many slices as it takes to fill the GPU for the given N and M, and each block reduces its slice
-/// with per-thread running minima; pass 2 merges the slices per observation and computes the
-/// winner's distance in double precision from the original coordinates.
+/// Two engines answer the same searches: brute_force_index (every pair; the better engine for small
+/// reference sets or few observations, brute_force_index.cuh) and tree_index (a spatial index rebuilt
+/// per time step, tree_index.cuh). nearest_index and nearest_neighbor pick the one a cost model
+/// measured on an H100 predicts to be faster for the shape (N observations, M references, k), so that
+/// a caller never has to know; search_engine and engine_for() say which was picked.
 ///
-/// The inner loop ranks references by squared chord length |p - q|^2 between unit vectors, which is
-/// 4 hav(d) and so orders pairs exactly as the haversine distance does. The unit vectors are computed
-/// from the coordinates in double precision (no fast-math trigonometry decides an answer).
-///
-/// Precision (default `nn_precision::fast`, float32 vectors): each float32 chord is within 2u + 2.5u·c
-/// of the true chord c (u = 2^-24: unit vectors rounded component-wise, then five roundings in the
-/// squared chord), so the returned point's chord exceeds the nearest one's by at most
-/// 4u + 2.5u·(c + c_nearest). In distance that is at most 2.4e-7 rad (1.5 m on Earth) for near
-/// neighbours and 2.5e-7 rad at 300 km, growing as 1 / cos(d / 2) with the distance d to the nearest
-/// point: 2.5e-6 rad at d = 2.5 rad, where the nearest reference lies on the far side of the globe
-/// (the shape fuzz found such answers with a small cluster of references). The reported distance is the float64
-/// haversine of the returned pair. `nn_precision::exact` returns the float64 answer (indices differ
-/// from a float64 haversine brute force only at ties closer than rounding): its loop still runs in
-/// float32 and rescans in float64, in index order, every group of references whose float32 minimum
-/// comes within the float32 error bound (squared chord 4e-6, about 13 km) of the best float64 value so
-/// far. On uniform data that is a small fraction of the pairs; where many references lie within ~13 km
-/// of an observation (dense clusters) most groups are rescanned and exact mode is correspondingly slower.
-///
-/// Ties resolve to the smallest reference index; results do not depend on the launch configuration.
-///
-/// Inputs that are not well formed: M = 0 throws std::invalid_argument; N = 0 does nothing. A point
-/// with a non-finite coordinate or a latitude outside [-90°, 90°] is *invalid*. Invalid references are
-/// never chosen; an invalid observation (or one with no valid reference) gets index -1 and a NaN
-/// distance. The `_async` calls and preparation never wait for the device: they mark, and count on the
-/// device (`neighbors_ref::invalid_count`, `brute_force_index::invalid_references()`), where the
-/// caller reads the counts when it chooses. The blocking calls (`brute_force_index::query`,
-/// `nearest_neighbor`) with `invalid_points::reject` (the default) count first, wait, and throw
-/// std::invalid_argument with the count of invalid references or observations before anything is
-/// written; with `invalid_points::mark` they mark as the `_async` calls do.
-/// Longitudes may take any finite value.
+/// What every search promises:
+/// - Results: row i of the n × k neighbors_ref holds observation i's k nearest references, nearest
+///   first, ties to the smallest reference index; index −1 and a NaN distance where fewer than k
+///   exist (M < k, invalid references, options.max_distance). Reported distances are the float64
+///   haversine of the returned pairs, in options.unit.
+/// - Ranking: k > 1, and k = 1 on the tree, are ranked in float64 (the answer of a float64 brute force
+///   over every pair, up to ties closer than float64 rounding) in both precision modes; k = 1 on the
+///   brute-force engine in nn_precision::fast ranks in float32 (within 2.4e-7 rad of the nearest for
+///   near neighbours, brute_force_index.cuh).
+/// - Invalid points (non-finite coordinate, latitude outside ±90°): never chosen as references;
+///   invalid observations get −1 and NaN. Blocking calls with invalid_points::reject count them first
+///   and throw std::invalid_argument before anything is written.
+/// - k = 0 or k > max_neighbors (32) throws std::invalid_argument naming k; M = 0 throws; N = 0 does
+///   nothing. `_async` calls never wait for the device.
 
-#include <streamkit/spatial/detail/nearest_neighbor_kernels.cuh>
-#include <streamkit/memory/device_buffer.hpp>
-#include <streamkit/core/error.hpp>
-#include <streamkit/spatial/haversine.hpp>
-#include <streamkit/spatial/points.hpp>
 #include <streamkit/core/stream_ref.hpp>
+#include <streamkit/memory/resource.hpp>
+#include <streamkit/spatial/brute_force_index.cuh>
+#include <streamkit/spatial/detail/engine_choice.hpp>
+#include <streamkit/spatial/nearest_options.hpp>
+#include <streamkit/spatial/points.hpp>
+#include <streamkit/spatial/tree_index.cuh>
 
 #include <cstddef>
-#include <cstdint>
-#include <limits>
-#include <stdexcept>
-#include <string>
-#include <type_traits>
-#include <utility>
 
 namespace streamkit {
 
-/// Unit of the distances a search reports.
-enum class distance_unit {
-  radians,     ///< great-circle angle
-  kilometres,  ///< angle × nearest_options::sphere_radius_km
-  metres,      ///< angle × nearest_options::sphere_radius_km × 1000
-};
-/// What a search does with invalid points (non-finite coordinate, latitude outside ±90°).
-enum class invalid_points {
-  reject,  ///< blocking calls throw std::invalid_argument before writing anything; `_async` calls mark
-  mark,    ///< invalid observations get index −1 and NaN; invalid references are never chosen
-};
-/// How the nearest reference is decided.
-enum class nn_precision {
-  fast,   ///< float32 ranking: within 2.4e-7 rad of the nearest for near neighbours (see the file comment)
-  exact,  ///< the float64 answer
-};
-
-/// Options of a nearest-neighbour search.
-struct nearest_options {
-  nn_precision precision = nn_precision::fast;         ///< fast or exact ranking
-  invalid_points on_invalid = invalid_points::reject;  ///< what blocking calls do with invalid points
-  distance_unit unit = distance_unit::radians;         ///< unit of the reported distances
-  /// Sphere radius in kilometres, used when `unit` is kilometres or metres.
-  double sphere_radius_km = earth_radius_km;
-};
-
-/// Working memory of nearest-neighbour queries (partial results), kept between queries so that
-/// repeated queries allocate nothing. One per stream lets several streams, and host threads, query one
-/// brute_force_index at once.
-class nearest_scratch {
- public:
-  /// Empty scratch; the first query sizes it (from the index's memory resource).
-  nearest_scratch() = default;
-
- private:
-  template <class>
-  friend class brute_force_index;
-  device_buffer<std::byte> partials_;
-};
-
-/// The brute-force search engine: a prepared reference set that is searched pair by pair (every
-/// observation against every reference), the better engine for small reference sets; a spatial index
-/// with the same construct / update() / query interface may sit beside it. Preparation (unit vectors and double
-/// coordinates, one pass over M points) is cheap, so call update() every time step when the
-/// references move; it reuses memory when the new set is no larger. Scratch memory for queries is
-/// kept and reused, so a loop of query_async() calls allocates nothing after the first.
-/// Not thread-safe: use one object per concurrent stream, or the const query_async() with a
-/// nearest_scratch per stream. Results go into a neighbors_ref with k = 1 (k > 1 throws
-/// std::invalid_argument naming k).
+/// The front-end search object for time-stepping: references prepared once per update(), queries of
+/// any size and k answered by the engine the cost model picks. The brute-force engine's preparation
+/// is done by update(); the tree is built from it by the first query that picks the tree after an
+/// update() (or by prepare()), on that query's stream. Not thread-safe: one object per concurrent
+/// stream, or prepare() and then the const query_async() with a nearest_scratch per stream.
 template <class T>
-class brute_force_index {
+class nearest_index {
  public:
-  /// Prepares `references` (device memory) on `stream`, which also orders every later use of the
-  /// object's memory; does not wait for the device. Memory (references and query scratch) comes from
-  /// `resource`, which must outlive the index.
-  /// @throws std::invalid_argument for M = 0, bad views or options; bad_alloc.
-  brute_force_index(points_ref<T> references, nearest_options const& options, stream_ref stream,
-                    device_resource_ref resource = default_device_resource());
+  /// Prepares `references` (device memory) on `stream`; does not wait for the device. Memory comes
+  /// from `resource`, which must outlive the index.
+  /// @throws std::invalid_argument for M = 0, M ≥ 2^32, bad views or options; bad_alloc.
+  nearest_index(points_ref<T> references, nearest_options const& options, stream_ref stream,
+                device_resource_ref resource = default_device_resource());
 
-  /// Move-only; a moved-from index is empty: querying it throws std::logic_error.
-  brute_force_index(brute_force_index&& other) noexcept
-      : options_(other.options_),
-        resource_(other.resource_),
-        count_(std::exchange(other.count_, 0)),
-        device_(std::exchange(other.device_, -1)),
-        references_(std::move(other.references_)),
-        invalid_counts_(std::move(other.invalid_counts_)),
-        scratch_(std::move(other.scratch_))
-  {
-  }
-  /// Releases the index's memory (in stream order), then takes over `other`'s; `other` becomes empty.
-  brute_force_index& operator=(brute_force_index&& other) noexcept
-  {
-    if (this != &other) {
-      options_ = other.options_;
-      resource_ = other.resource_;
-      count_ = std::exchange(other.count_, 0);
-      device_ = std::exchange(other.device_, -1);
-      references_ = std::move(other.references_);
-      invalid_counts_ = std::move(other.invalid_counts_);
-      scratch_ = std::move(other.scratch_);
-    }
-    return *this;
-  }
-  brute_force_index(brute_force_index const&) = delete;
-  brute_force_index& operator=(brute_force_index const&) = delete;
-  /// Returns at once; the memory is released in the order of the stream last used.
-  ~brute_force_index() = default;
-
-  /// Replaces the reference set (same options), ordered on `stream`; does not wait for the device.
-  /// Allocates nothing when the new set is no larger than every earlier one on the same device.
+  /// Replaces the reference set, ordered on `stream`; does not wait. `references` may change once
+  /// the stream has passed this call. Allocates nothing when the set is no larger than before.
   void update(points_ref<T> references, stream_ref stream);
 
-  /// Enqueues the search for every observation on `stream`; never waits for the device. Invalid
-  /// observations are marked (and counted when `result.invalid_count` is set).
+  /// The engine a query of `n` observations with `k` neighbours uses.
+  [[nodiscard]] search_engine engine_for(std::size_t n, std::size_t k) const noexcept;
+
+  /// Readies the engine that engine_for(n, k) picks (builds the tree if it is picked and out of date),
+  /// on `stream`, without waiting; needed before the const query_async().
+  void prepare(std::size_t n, std::size_t k, stream_ref stream);
+
+  /// Enqueues the search on `stream` with the engine engine_for(observations.count, result.k) picks;
+  /// never waits for the device.
   template <class Index>
   void query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream);
-  /// As query_async(), with the caller's working memory and without touching the index: several
-  /// host threads may query one index at once, each with its own stream and scratch (on the index's
-  /// device). The index must then outlive those queries: destroy it only after their streams are
-  /// synchronised.
+  /// As query_async(), with the caller's working memory and without touching the index: several host
+  /// threads may query at once, each with its own stream and scratch. The engine picked must be ready
+  /// (prepare()); otherwise throws std::logic_error.
   template <class Index>
   void query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
                    nearest_scratch& scratch) const;
-  /// As query_async(), then waits for the result. With invalid_points::reject it first counts the
-  /// invalid references and observations on `stream`, waits, and throws std::invalid_argument with
-  /// the count before anything is written.
+  /// As query_async(), then waits; with invalid_points::reject, throws for invalid points before
+  /// anything is written.
   template <class Index>
   void query(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream);
 
-  /// The number of references M (0 for a moved-from index).
-  [[nodiscard]] std::size_t size() const noexcept { return count_; }
-  /// Device counter of the invalid references of the last preparation, written in the order of its
-  /// stream (null for a moved-from index).
-  [[nodiscard]] unsigned long long const* invalid_references() const noexcept { return invalid_counts_.data(); }
+  /// The number of references M.
+  [[nodiscard]] std::size_t size() const noexcept { return brute_force_.size(); }
+  /// Device counter of the invalid references of the last update(), in the order of its stream.
+  [[nodiscard]] unsigned long long const* invalid_references() const noexcept { return brute_force_.invalid_references(); }
   /// The options given at construction.
-  [[nodiscard]] nearest_options const& options() const noexcept { return options_; }
+  [[nodiscard]] nearest_options const& options() const noexcept { return brute_force_.options(); }
 
  private:
-  /// Throws for a moved-from index, bad observations or result, or a stream of another device.
-  template <class Index>
-  void expect_query(points_ref<T> const& observations, neighbors_ref<Index, T> const& result, stream_ref stream) const;
-  template <class V, class Index>
-  void search(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
-
-  nearest_options options_;
-  device_resource_ref resource_;
-  std::size_t count_ = 0;
-  int device_ = -1;
-  device_buffer<std::byte> references_;           // unit vectors, then double coordinates
-  device_buffer<unsigned long long> invalid_counts_;  // invalid references (update), observations (blocking query)
-  nearest_scratch scratch_;                       // of the queries without a scratch argument
+  brute_force_index<T> brute_force_;
+  tree_index<T> tree_;
+  bool tree_current_ = false;
 };
 
-/// One-shot search: prepares `references`, enqueues the search on `stream` (memory from `resource`,
-/// allocated and freed in stream order); never waits for the device.
+/// One-shot search: picks the engine for the shape, prepares `references`, enqueues the search on
+/// `stream` (memory from `resource`, allocated and freed in stream order); never waits for the device.
 template <class T, class Index>
 void nearest_neighbor_async(points_ref<T> observations, points_ref<T> references, neighbors_ref<Index, T> result,
                             nearest_options const& options, stream_ref stream,
@@ -205,4 +103,4 @@ void nearest_neighbor(points_ref<T> observations, points_ref<T> references, neig
 
 }  // namespace streamkit
 
-#include <streamkit/spatial/detail/nearest_neighbor_impl.cuh>
+#include <streamkit/spatial/detail/nearest_index_impl.cuh>

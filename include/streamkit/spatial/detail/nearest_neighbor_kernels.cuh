@@ -108,8 +108,8 @@ __global__ void count_invalid_points(points_ref<T> source, std::size_t count, un
   if (local > 0) { atomicAdd(invalid, local); }
 }
 
-/// Prepares references: float unit vectors, double ones when `precise` is not null (exact mode),
-/// and double coordinates; counts invalid ones.
+/// Prepares references: float and double unit vectors and double coordinates (NaN for an invalid
+/// point, so that the coordinates alone say which points are valid); counts invalid ones.
 template <class T>
 __global__ void prepare_references(points_ref<T> source, std::size_t count, vec4<float>* vectors,
                                    vec4<double>* precise, lat_lon* coordinates, unsigned long long* invalid)
@@ -120,8 +120,9 @@ __global__ void prepare_references(points_ref<T> source, std::size_t count, vec4
     bool const valid = load_point(source, j, lat, lon);
     local += valid ? 0 : 1;
     vectors[j] = unit_vector<float>(lat, lon, valid);
-    if (precise != nullptr) { precise[j] = unit_vector<double>(lat, lon, valid); }
-    coordinates[j] = {lat, lon};
+    precise[j] = unit_vector<double>(lat, lon, valid);
+    double const nan = cuda::std::numeric_limits<double>::quiet_NaN();
+    coordinates[j] = valid ? lat_lon{lat, lon} : lat_lon{nan, nan};
   }
   if (local > 0) { atomicAdd(invalid, local); }
 }
@@ -248,11 +249,11 @@ __global__ void __launch_bounds__(pass1_shape<V>::threads)
 
 /// Pass 2: merges the slices of each observation (lowest slice wins ties, so the lowest index wins)
 /// and writes the winner's index and its double-precision haversine distance times `scale` into row i
-/// of `result`; adds the number of invalid observations to result.invalid_count when it is set.
+/// of `result` (−1 and NaN beyond `max_angle` radians); adds the number of invalid observations to result.invalid_count when it is set.
 template <class V, class Index, class T>
 __global__ void nearest_pass2(points_ref<T> observations, std::size_t n, lat_lon const* reference_coordinates,
                               std::size_t slices, V const* partial_value, Index const* partial_index,
-                              neighbors_ref<Index, T> result, double scale)
+                              neighbors_ref<Index, T> result, double max_angle, double scale)
 {
   unsigned long long invalid = 0;
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x) {
@@ -272,9 +273,13 @@ __global__ void nearest_pass2(points_ref<T> observations, std::size_t n, lat_lon
     double distance = cuda::std::numeric_limits<double>::quiet_NaN();
     if (valid && index >= 0) {
       lat_lon const ref = reference_coordinates[index];
-      distance = haversine(lat, lon, ref.lat, ref.lon) * scale;
-    } else {
+      distance = haversine(lat, lon, ref.lat, ref.lon);
+    }
+    if (distance <= max_angle) {
+      distance *= scale;
+    } else {  // invalid, no valid reference, or beyond the maximum distance
       index = -1;
+      distance = cuda::std::numeric_limits<double>::quiet_NaN();
     }
     result.index[i * result.stride] = index;
     if (result.distance != nullptr) { result.distance[i * result.stride] = static_cast<T>(distance); }

@@ -1,0 +1,163 @@
+#pragma once
+/// @file brute_force_index.cuh
+/// The brute-force engine of the nearest-neighbour search: every observation against every reference.
+///
+/// k = 1: for each of N observation points, finds the index and distance of the nearest of M reference
+/// points, considering every pair. Two passes: pass 1 splits the reference set into as
+/// many slices as it takes to fill the GPU for the given N and M, and each block reduces its slice
+/// with per-thread running minima; pass 2 merges the slices per observation and computes the
+/// winner's distance in double precision from the original coordinates.
+///
+/// The inner loop ranks references by squared chord length |p - q|^2 between unit vectors, which is
+/// 4 hav(d) and so orders pairs exactly as the haversine distance does. The unit vectors are computed
+/// from the coordinates in double precision (no fast-math trigonometry decides an answer).
+///
+/// Precision (default `nn_precision::fast`, float32 vectors): each float32 chord is within 2u + 2.5u·c
+/// of the true chord c (u = 2^-24: unit vectors rounded component-wise, then five roundings in the
+/// squared chord), so the returned point's chord exceeds the nearest one's by at most
+/// 4u + 2.5u·(c + c_nearest). In distance that is at most 2.4e-7 rad (1.5 m on Earth) for near
+/// neighbours and 2.5e-7 rad at 300 km, growing as 1 / cos(d / 2) with the distance d to the nearest
+/// point: 2.5e-6 rad at d = 2.5 rad, where the nearest reference lies on the far side of the globe
+/// (the shape fuzz found such answers with a small cluster of references). The reported distance is the float64
+/// haversine of the returned pair. `nn_precision::exact` returns the float64 answer (indices differ
+/// from a float64 haversine brute force only at ties closer than rounding): its loop still runs in
+/// float32 and rescans in float64, in index order, every group of references whose float32 minimum
+/// comes within the float32 error bound (squared chord 4e-6, about 13 km) of the best float64 value so
+/// far. On uniform data that is a small fraction of the pairs; where many references lie within ~13 km
+/// of an observation (dense clusters) most groups are rescanned and exact mode is correspondingly slower.
+///
+/// k > 1 (up to max_neighbors): pass 1 keeps, per observation and slice, the k nearest in a register
+/// list; every pair is filtered in float32 and ranked in float64, so the answer is the float64 one in
+/// both precision modes. Pass 2 merges the slices.
+///
+/// Ties resolve to the smallest reference index; results do not depend on the launch configuration.
+///
+/// Inputs that are not well formed: M = 0 throws std::invalid_argument; N = 0 does nothing. A point
+/// with a non-finite coordinate or a latitude outside [-90°, 90°] is *invalid*. Invalid references are
+/// never chosen; an invalid observation (or one with no valid reference) gets index -1 and a NaN
+/// distance. The `_async` calls and preparation never wait for the device: they mark, and count on the
+/// device (`neighbors_ref::invalid_count`, `brute_force_index::invalid_references()`), where the
+/// caller reads the counts when it chooses. The blocking calls (`brute_force_index::query`,
+/// `nearest_neighbor`) with `invalid_points::reject` (the default) count first, wait, and throw
+/// std::invalid_argument with the count of invalid references or observations before anything is
+/// written; with `invalid_points::mark` they mark as the `_async` calls do.
+/// Longitudes may take any finite value.
+
+#include <streamkit/core/stream_ref.hpp>
+#include <streamkit/memory/device_buffer.hpp>
+#include <streamkit/memory/resource.hpp>
+#include <streamkit/spatial/nearest_options.hpp>
+#include <streamkit/spatial/points.hpp>
+
+#include <cstddef>
+#include <utility>
+
+namespace streamkit {
+
+/// The brute-force search engine: a prepared reference set that is searched pair by pair (every
+/// observation against every reference), the better engine for small reference sets; a spatial index
+/// with the same construct / update() / query interface may sit beside it. Preparation (unit vectors and double
+/// coordinates, one pass over M points) is cheap, so call update() every time step when the
+/// references move; it reuses memory when the new set is no larger. Scratch memory for queries is
+/// kept and reused, so a loop of query_async() calls allocates nothing after the first.
+/// Not thread-safe: use one object per concurrent stream, or the const query_async() with a
+/// nearest_scratch per stream. Results go into a neighbors_ref with 1 ≤ k ≤ max_neighbors (another k
+/// throws std::invalid_argument naming k); neighbours farther than options.max_distance come back as
+/// −1 and NaN.
+template <class T>
+class brute_force_index {
+ public:
+  /// Prepares `references` (device memory) on `stream`, which also orders every later use of the
+  /// object's memory; does not wait for the device. Memory (references and query scratch) comes from
+  /// `resource`, which must outlive the index.
+  /// @throws std::invalid_argument for M = 0, M ≥ 2^32, bad views or options; bad_alloc.
+  brute_force_index(points_ref<T> references, nearest_options const& options, stream_ref stream,
+                    device_resource_ref resource = default_device_resource());
+
+  /// Move-only; a moved-from index is empty: querying it throws std::logic_error.
+  brute_force_index(brute_force_index&& other) noexcept
+      : options_(other.options_),
+        resource_(other.resource_),
+        count_(std::exchange(other.count_, 0)),
+        device_(std::exchange(other.device_, -1)),
+        references_(std::move(other.references_)),
+        invalid_counts_(std::move(other.invalid_counts_)),
+        scratch_(std::move(other.scratch_))
+  {
+  }
+  /// Releases the index's memory (in stream order), then takes over `other`'s; `other` becomes empty.
+  brute_force_index& operator=(brute_force_index&& other) noexcept
+  {
+    if (this != &other) {
+      options_ = other.options_;
+      resource_ = other.resource_;
+      count_ = std::exchange(other.count_, 0);
+      device_ = std::exchange(other.device_, -1);
+      references_ = std::move(other.references_);
+      invalid_counts_ = std::move(other.invalid_counts_);
+      scratch_ = std::move(other.scratch_);
+    }
+    return *this;
+  }
+  brute_force_index(brute_force_index const&) = delete;
+  brute_force_index& operator=(brute_force_index const&) = delete;
+  /// Returns at once; the memory is released in the order of the stream last used.
+  ~brute_force_index() = default;
+
+  /// Replaces the reference set (same options), ordered on `stream`; does not wait for the device.
+  /// Allocates nothing when the new set is no larger than every earlier one on the same device.
+  void update(points_ref<T> references, stream_ref stream);
+
+  /// Enqueues the search for every observation on `stream`; never waits for the device. Invalid
+  /// observations are marked (and counted when `result.invalid_count` is set).
+  template <class Index>
+  void query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream);
+  /// As query_async(), with the caller's working memory and without touching the index: several
+  /// host threads may query one index at once, each with its own stream and scratch (on the index's
+  /// device). The index must then outlive those queries: destroy it only after their streams are
+  /// synchronised.
+  template <class Index>
+  void query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
+                   nearest_scratch& scratch) const;
+  /// As query_async(), then waits for the result. With invalid_points::reject it first counts the
+  /// invalid references and observations on `stream`, waits, and throws std::invalid_argument with
+  /// the count before anything is written.
+  template <class Index>
+  void query(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream);
+
+  /// The number of references M (0 for a moved-from index).
+  [[nodiscard]] std::size_t size() const noexcept { return count_; }
+  /// Device counter of the invalid references of the last preparation, written in the order of its
+  /// stream (null for a moved-from index).
+  [[nodiscard]] unsigned long long const* invalid_references() const noexcept { return invalid_counts_.data(); }
+  /// The options given at construction.
+  [[nodiscard]] nearest_options const& options() const noexcept { return options_; }
+
+ private:
+  /// Throws for a moved-from index, bad observations or result, or a stream of another device.
+  template <class Index>
+  void expect_query(points_ref<T> const& observations, neighbors_ref<Index, T> const& result, stream_ref stream) const;
+  template <class V, class Index>
+  void search(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
+  template <int K, class Index>
+  void search_k(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
+  /// `scratch`'s memory, grown to at least `bytes` (ordered on `stream`).
+  std::byte* scratch_of(nearest_scratch& scratch, std::size_t bytes, stream_ref stream) const;
+  /// The prepared references as float64 radians (NaN for invalid ones), from which the front end builds a tree.
+  [[nodiscard]] points_ref<double> prepared_points() const noexcept;
+
+  template <class>
+  friend class nearest_index;
+
+  nearest_options options_;
+  device_resource_ref resource_;
+  std::size_t count_ = 0;
+  int device_ = -1;
+  device_buffer<std::byte> references_;           // float and double unit vectors, double coordinates
+  device_buffer<unsigned long long> invalid_counts_;  // invalid references (update), observations (blocking query)
+  nearest_scratch scratch_;                       // of the queries without a scratch argument
+};
+
+}  // namespace streamkit
+
+#include <streamkit/spatial/detail/brute_force_impl.cuh>

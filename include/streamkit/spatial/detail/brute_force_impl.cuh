@@ -1,0 +1,220 @@
+#pragma once
+// Host facade of the brute-force engine: validation, planning and launches.
+
+#include <streamkit/core/detail/launch.hpp>
+#include <streamkit/core/device.hpp>
+#include <streamkit/core/error.hpp>
+#include <streamkit/spatial/detail/brute_force_knn_kernels.cuh>
+#include <streamkit/spatial/detail/nearest_checks.hpp>
+#include <streamkit/spatial/detail/nearest_launch.cuh>
+#include <streamkit/spatial/detail/nearest_neighbor_kernels.cuh>
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+namespace streamkit {
+namespace detail {
+
+/// Where a prepared reference set keeps its arrays in one allocation: float unit vectors, double ones
+/// (exact k = 1 and every k > 1 rank in float64), double coordinates.
+struct reference_layout {
+  explicit reference_layout(std::size_t m) noexcept
+      : precise_offset(align_up(m * sizeof(vec4<float>))),
+        coordinates_offset(precise_offset + align_up(m * sizeof(vec4<double>))),
+        bytes(coordinates_offset + m * sizeof(lat_lon))
+  {
+  }
+  template <class Byte>
+  auto vectors(Byte* base) const noexcept
+  {
+    return reinterpret_cast<std::conditional_t<std::is_const_v<Byte>, vec4<float> const, vec4<float>>*>(base);
+  }
+  template <class Byte>
+  auto precise(Byte* base) const noexcept
+  {
+    return reinterpret_cast<std::conditional_t<std::is_const_v<Byte>, vec4<double> const, vec4<double>>*>(base + precise_offset);
+  }
+  template <class Byte>
+  auto coordinates(Byte* base) const noexcept
+  {
+    return reinterpret_cast<std::conditional_t<std::is_const_v<Byte>, lat_lon const, lat_lon>*>(base + coordinates_offset);
+  }
+  std::size_t precise_offset;
+  std::size_t coordinates_offset;
+  std::size_t bytes;
+};
+
+}  // namespace detail
+
+template <class T>
+brute_force_index<T>::brute_force_index(points_ref<T> references, nearest_options const& options, stream_ref stream,
+                                        device_resource_ref resource)
+    : options_(options), resource_(resource)
+{
+  detail::expect_options(options);
+  update(references, stream);
+}
+
+template <class T>
+void brute_force_index<T>::update(points_ref<T> references, stream_ref stream)
+{
+  detail::expect_points(references, "references");
+  detail::expect_reference_count(references.count);
+  using namespace detail;
+  int const stream_device = stream.device();
+  device_guard guard(stream_device);
+  std::size_t const m = references.count;
+  reference_layout const layout(m);
+  if (references_.size() < layout.bytes || stream_device != device_) {
+    references_ = device_buffer<std::byte>(layout.bytes, stream, resource_);
+    invalid_counts_ = device_buffer<unsigned long long>(2, stream, resource_);
+    scratch_ = nearest_scratch();
+  }
+  device_ = stream_device;
+  references_.set_stream(stream);
+  invalid_counts_.set_stream(stream);
+  count_ = m;
+  STREAMKIT_CUDA_TRY(cudaMemsetAsync(invalid_counts_.data(), 0, sizeof(unsigned long long), stream.value()));
+  std::byte* const base = references_.data();
+  prepare_references<T><<<grid_size("prepare_references", m, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
+    references, m, layout.vectors(base), layout.precise(base), layout.coordinates(base), invalid_counts_.data());
+  STREAMKIT_CHECK_LAUNCH();
+}
+
+template <class T>
+template <class Index>
+void brute_force_index<T>::query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream)
+{
+  query_async(observations, result, stream, scratch_);
+  references_.set_stream(stream);  // the index's memory is released after its last query
+}
+
+template <class T>
+template <class Index>
+void brute_force_index<T>::query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
+                                       nearest_scratch& scratch) const
+{
+  expect_query(observations, result, stream);
+  if (observations.count == 0) { return; }
+  if (!scratch.bytes_.empty() && scratch.bytes_.device() != device_) { scratch.bytes_ = device_buffer<std::byte>(); }
+  if (result.k > 1) {
+    detail::with_list_size(result.k, [&](auto list_size) { search_k<decltype(list_size)::value>(observations, result, stream, scratch); });
+  } else if (options_.precision == nn_precision::exact) {
+    search<double>(observations, result, stream, scratch);
+  } else {
+    search<float>(observations, result, stream, scratch);
+  }
+}
+
+template <class T>
+std::byte* brute_force_index<T>::scratch_of(nearest_scratch& scratch, std::size_t bytes, stream_ref stream) const
+{
+  if (scratch.bytes_.size() < bytes) { scratch.bytes_ = device_buffer<std::byte>(bytes, stream, resource_); }
+  scratch.bytes_.set_stream(stream);
+  return scratch.bytes_.data();
+}
+
+template <class T>
+points_ref<double> brute_force_index<T>::prepared_points() const noexcept
+{
+  detail::lat_lon const* const coordinates = detail::reference_layout(count_).coordinates(references_.data());
+  return points_ref<double>::interleaved(&coordinates->lat, count_);
+}
+
+template <class T>
+template <class V, class Index>
+void brute_force_index<T>::search(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
+                                  nearest_scratch& scratch) const
+{
+  using namespace detail;
+  using shape = pass1_shape<V>;
+  device_guard guard(device_);
+  std::size_t const n = observations.count;
+  nearest_plan const plan = plan_nearest(n, count_, std::size_t{shape::threads} * shape::obs_per_thread, shape::tile,
+                                         resident_blocks(nearest_pass1<V, Index, T>, shape::threads, device_));
+
+  std::size_t const values_bytes = align_up(plan.slices * n * sizeof(V));
+  std::byte* const partials = scratch_of(scratch, values_bytes + plan.slices * n * sizeof(Index), stream);
+  auto* partial_value = reinterpret_cast<V*>(partials);
+  auto* partial_index = reinterpret_cast<Index*>(partials + values_bytes);
+  reference_layout const layout(count_);
+  std::byte const* const base = references_.data();
+
+  dim3 const grid(plan.obs_blocks, plan.slices);
+  nearest_pass1<V, Index, T><<<grid, shape::threads, 0, stream.value()>>>(
+    observations, n, layout.vectors(base), std::is_same_v<V, double> ? layout.precise(base) : nullptr, count_,
+    plan.slice_length, partial_value, partial_index);
+  STREAMKIT_CHECK_LAUNCH();
+  nearest_pass2<V, Index, T><<<grid_size("nearest_pass2", n, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
+    observations, n, layout.coordinates(base), plan.slices, partial_value, partial_index, result, max_angle(options_),
+    distance_scale(options_));
+  STREAMKIT_CHECK_LAUNCH();
+}
+
+template <class T>
+template <int K, class Index>
+void brute_force_index<T>::search_k(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
+                                    nearest_scratch& scratch) const
+{
+  using namespace detail;
+  using shape = knn_pass1_shape;
+  device_guard guard(device_);
+  std::size_t const n = observations.count;
+  std::size_t const k = result.k;
+  nearest_plan const plan =
+    plan_nearest(n, count_, shape::threads, shape::tile, resident_blocks(knn_pass1<K, T>, shape::threads, device_));
+
+  std::size_t const entries = plan.slices * n * k;
+  std::size_t const chord_bytes = align_up(entries * sizeof(double));
+  std::byte* const partials = scratch_of(scratch, chord_bytes + entries * sizeof(std::uint32_t), stream);
+  auto* partial_chord2 = reinterpret_cast<double*>(partials);
+  auto* partial_id = reinterpret_cast<std::uint32_t*>(partials + chord_bytes);
+  reference_layout const layout(count_);
+  std::byte const* const base = references_.data();
+  double const limit = max_chord2(options_);
+
+  dim3 const grid(plan.obs_blocks, plan.slices);
+  knn_pass1<K, T><<<grid, shape::threads, 0, stream.value()>>>(observations, n, layout.vectors(base), layout.precise(base),
+                                                             count_, plan.slice_length, static_cast<int>(k), limit,
+                                                             partial_chord2, partial_id);
+  STREAMKIT_CHECK_LAUNCH();
+  knn_pass2<K, Index, T><<<grid_size("knn_pass2", n, 128, grid_stride_blocks), 128, 0, stream.value()>>>(
+    observations, n, layout.coordinates(base), plan.slices, static_cast<int>(k), partial_chord2, partial_id, result, limit,
+    distance_scale(options_));
+  STREAMKIT_CHECK_LAUNCH();
+}
+
+template <class T>
+template <class Index>
+void brute_force_index<T>::expect_query(points_ref<T> const& observations, neighbors_ref<Index, T> const& result,
+                                        stream_ref stream) const
+{
+  STREAMKIT_EXPECTS(count_ > 0, std::logic_error, "brute_force_index: query of a moved-from index");
+  detail::expect_points(observations, "observations");
+  detail::expect_neighbors(result, observations.count);
+  detail::expect_index_capacity<Index>(count_);
+  if (observations.count == 0) { return; }
+  int const stream_device = stream.device();
+  STREAMKIT_EXPECTS(stream_device == device_, std::invalid_argument,
+                    "stream: belongs to device " + std::to_string(stream_device) + " but the reference set to device " +
+                      std::to_string(device_));
+}
+
+template <class T>
+template <class Index>
+void brute_force_index<T>::query(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream)
+{
+  expect_query(observations, result, stream);
+  if (options_.on_invalid == invalid_points::reject && observations.count > 0) {
+    // The one place that waits before the search: reject means nothing is written.
+    device_guard guard(device_);
+    detail::reject_invalid_points(observations, options_, invalid_counts_.data(), stream);
+  }
+  query_async(observations, result, stream);
+  stream.sync();
+}
+
+}  // namespace streamkit

@@ -1,0 +1,109 @@
+#pragma once
+// The front end: engine choice and delegation.
+
+#include <streamkit/core/error.hpp>
+#include <streamkit/spatial/detail/engine_choice.hpp>
+
+#include <stdexcept>
+
+namespace streamkit {
+
+template <class T>
+nearest_index<T>::nearest_index(points_ref<T> references, nearest_options const& options, stream_ref stream,
+                                device_resource_ref resource)
+    : brute_force_(references, options, stream, resource), tree_(options, resource)
+{
+}
+
+template <class T>
+void nearest_index<T>::update(points_ref<T> references, stream_ref stream)
+{
+  brute_force_.update(references, stream);
+  tree_current_ = false;
+}
+
+template <class T>
+search_engine nearest_index<T>::engine_for(std::size_t n, std::size_t k) const noexcept
+{
+  return detail::choose_engine(n, size(), k, options().precision);
+}
+
+template <class T>
+void nearest_index<T>::prepare(std::size_t n, std::size_t k, stream_ref stream)
+{
+  if (engine_for(n, k) == search_engine::tree && !tree_current_) {
+    tree_.build(brute_force_.prepared_points(), stream);
+    tree_current_ = true;
+  }
+}
+
+template <class T>
+template <class Index>
+void nearest_index<T>::query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream)
+{
+  prepare(observations.count, result.k, stream);
+  if (engine_for(observations.count, result.k) == search_engine::tree) {
+    tree_.query_async(observations, result, stream);
+  } else {
+    brute_force_.query_async(observations, result, stream);
+  }
+}
+
+template <class T>
+template <class Index>
+void nearest_index<T>::query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
+                                   nearest_scratch& scratch) const
+{
+  if (engine_for(observations.count, result.k) == search_engine::tree) {
+    STREAMKIT_EXPECTS(tree_current_, std::logic_error,
+                      "nearest_index: the tree this query needs is not built for the current references; call prepare() first");
+    tree_.query_async(observations, result, stream, scratch);
+  } else {
+    brute_force_.query_async(observations, result, stream, scratch);
+  }
+}
+
+template <class T>
+template <class Index>
+void nearest_index<T>::query(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream)
+{
+  if (engine_for(observations.count, result.k) == search_engine::tree) {
+    brute_force_.expect_query(observations, result, stream);
+    if (options().on_invalid == invalid_points::reject && observations.count > 0) {
+      device_guard guard(stream.device());
+      detail::reject_invalid_points(observations, options(), brute_force_.invalid_counts_.data(), stream);
+    }
+    query_async(observations, result, stream);
+    stream.sync();
+  } else {
+    brute_force_.query(observations, result, stream);
+  }
+}
+
+template <class T, class Index>
+void nearest_neighbor_async(points_ref<T> observations, points_ref<T> references, neighbors_ref<Index, T> result,
+                            nearest_options const& options, stream_ref stream, device_resource_ref resource)
+{
+  if (detail::choose_engine(observations.count, references.count, result.k, options.precision) == search_engine::tree) {
+    tree_index<T> index(references, options, stream, resource);
+    index.query_async(observations, result, stream);
+  } else {
+    brute_force_index<T> index(references, options, stream, resource);
+    index.query_async(observations, result, stream);
+  }
+}
+
+template <class T, class Index>
+void nearest_neighbor(points_ref<T> observations, points_ref<T> references, neighbors_ref<Index, T> result,
+                      nearest_options const& options, stream_ref stream, device_resource_ref resource)
+{
+  if (detail::choose_engine(observations.count, references.count, result.k, options.precision) == search_engine::tree) {
+    tree_index<T> index(references, options, stream, resource);
+    index.query(observations, result, stream);
+  } else {
+    brute_force_index<T> index(references, options, stream, resource);
+    index.query(observations, result, stream);
+  }
+}
+
+}  // namespace streamkit

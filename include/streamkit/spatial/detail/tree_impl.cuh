@@ -1,0 +1,234 @@
+#pragma once
+// Host facade of tree_index: validation, memory layout, the build and the query launches.
+
+#include <streamkit/core/detail/launch.hpp>
+#include <streamkit/core/device.hpp>
+#include <streamkit/core/error.hpp>
+#include <streamkit/spatial/detail/nearest_checks.hpp>
+#include <streamkit/spatial/detail/nearest_launch.cuh>
+#include <streamkit/spatial/detail/tree_kernels.cuh>
+
+#include <cub/device/device_radix_sort.cuh>
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace streamkit {
+namespace detail {
+
+/// Observations below this count are searched in their own order: sorting them costs more launches
+/// than the coherence saves.
+inline constexpr std::size_t tree_sort_threshold = 4096;
+
+/// Leaves of a tree over m references: ⌈m / 32⌉ rounded up to a power of two.
+[[nodiscard]] inline std::size_t tree_leaf_count(std::size_t m) noexcept
+{
+  std::size_t const needed = (m + tree_leaf_size - 1) / tree_leaf_size;
+  std::size_t leaves = 1;
+  while (leaves < needed) { leaves *= 2; }
+  return leaves;
+}
+
+/// Where a tree keeps its arrays in one allocation: sorted points (float, then float64) padded to
+/// whole leaves, the nodes, the coordinates by reference index.
+struct tree_layout {
+  tree_layout(std::size_t m, std::size_t leaves) noexcept
+      : slots((m + tree_leaf_size - 1) / tree_leaf_size * tree_leaf_size),
+        precise_offset(align_up(slots * sizeof(float4))),
+        nodes_offset(precise_offset + align_up(slots * sizeof(vec4<double>))),
+        coordinates_offset(nodes_offset + align_up(2 * leaves * sizeof(tree_node))),
+        bytes(coordinates_offset + m * sizeof(lat_lon))
+  {
+  }
+  template <class Byte>
+  tree_view view(Byte* base, std::size_t leaves) const noexcept
+  {
+    return {reinterpret_cast<float4 const*>(base), reinterpret_cast<vec4<double> const*>(base + precise_offset),
+            reinterpret_cast<tree_node const*>(base + nodes_offset), reinterpret_cast<lat_lon const*>(base + coordinates_offset),
+            leaves};
+  }
+  std::size_t slots, precise_offset, nodes_offset, coordinates_offset, bytes;
+};
+
+/// Bytes of a radix sort of `count` key-value pairs over bits [0, end_bit), asked of CUB (no launch).
+template <class Key>
+std::size_t sort_temporary_bytes(std::size_t count, int end_bit)
+{
+  std::size_t bytes = 0;
+  cub::DoubleBuffer<Key> keys(nullptr, nullptr);
+  cub::DoubleBuffer<std::uint32_t> ids(nullptr, nullptr);
+  STREAMKIT_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, ids, static_cast<std::int64_t>(count), 0, end_bit));
+  return bytes;
+}
+
+/// Sorts `count` pairs held in key and id double buffers that start at `keys` and `ids` (each 2 × count),
+/// with `temporary` of sort_temporary_bytes(); returns the sorted ids.
+template <class Key>
+std::uint32_t const* sort_by_key(Key* keys, std::uint32_t* ids, std::size_t count, int end_bit, std::byte* temporary,
+                                 std::size_t temporary_bytes, stream_ref stream)
+{
+  cub::DoubleBuffer<Key> key_buffers(keys, keys + count);
+  cub::DoubleBuffer<std::uint32_t> id_buffers(ids, ids + count);
+  STREAMKIT_CUDA_TRY(cub::DeviceRadixSort::SortPairs(temporary, temporary_bytes, key_buffers, id_buffers,
+                                                     static_cast<std::int64_t>(count), 0, end_bit, stream.value()));
+  return id_buffers.Current();
+}
+
+}  // namespace detail
+
+template <class T>
+tree_index<T>::tree_index(points_ref<T> references, nearest_options const& options, stream_ref stream,
+                          device_resource_ref resource)
+    : options_(options), resource_(resource)
+{
+  detail::expect_options(options);
+  update(references, stream);
+}
+
+template <class T>
+void tree_index<T>::update(points_ref<T> references, stream_ref stream)
+{
+  build(references, stream);
+}
+
+template <class T>
+template <class U>
+void tree_index<T>::build(points_ref<U> references, stream_ref stream)
+{
+  using namespace detail;
+  expect_points(references, "references");
+  expect_reference_count(references.count);
+  int const stream_device = stream.device();
+  device_guard guard(stream_device);
+  std::size_t const m = references.count;
+  std::size_t const leaves = tree_leaf_count(m);
+  tree_layout const layout(m, leaves);
+  constexpr int key_bits = 64;  // 63 Morton bits, and the top bit that sorts invalid references last
+  std::size_t const sort_bytes = sort_temporary_bytes<std::uint64_t>(m, key_bits);
+  std::size_t const keys_bytes = align_up(2 * m * sizeof(std::uint64_t));
+  std::size_t const ids_bytes = align_up(2 * m * sizeof(std::uint32_t));
+  std::size_t const arrivals_bytes = align_up(leaves * sizeof(unsigned));
+  std::size_t const scratch_bytes = keys_bytes + ids_bytes + arrivals_bytes + sort_bytes;
+  if (stream_device != device_) {
+    tree_ = device_buffer<std::byte>();
+    build_scratch_ = device_buffer<std::byte>();
+    scratch_ = nearest_scratch();
+  }
+  if (invalid_counts_.empty() || stream_device != device_) { invalid_counts_ = device_buffer<unsigned long long>(2, stream, resource_); }
+  if (tree_.size() < layout.bytes) { tree_ = device_buffer<std::byte>(layout.bytes, stream, resource_); }
+  if (build_scratch_.size() < scratch_bytes) { build_scratch_ = device_buffer<std::byte>(scratch_bytes, stream, resource_); }
+  device_ = stream_device;
+  count_ = m;
+  leaves_ = leaves;
+  tree_.set_stream(stream);
+  build_scratch_.set_stream(stream);
+  invalid_counts_.set_stream(stream);
+
+  std::byte* const base = tree_.data();
+  auto* const points = reinterpret_cast<float4*>(base);
+  auto* const precise_points = reinterpret_cast<vec4<double>*>(base + layout.precise_offset);
+  auto* const nodes = reinterpret_cast<tree_node*>(base + layout.nodes_offset);
+  auto* const coordinates = reinterpret_cast<lat_lon*>(base + layout.coordinates_offset);
+  std::byte* const scratch = build_scratch_.data();
+  auto* const keys = reinterpret_cast<std::uint64_t*>(scratch);
+  auto* const ids = reinterpret_cast<std::uint32_t*>(scratch + keys_bytes);
+  auto* const arrivals = reinterpret_cast<unsigned*>(scratch + keys_bytes + ids_bytes);
+  std::byte* const sort_temporary = scratch + keys_bytes + ids_bytes + arrivals_bytes;
+
+  STREAMKIT_CUDA_TRY(cudaMemsetAsync(invalid_counts_.data(), 0, sizeof(unsigned long long), stream.value()));
+  STREAMKIT_CUDA_TRY(cudaMemsetAsync(arrivals, 0, leaves * sizeof(unsigned), stream.value()));
+  tree_reference_keys<U><<<grid_size("tree_reference_keys", m, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
+    references, m, coordinates, keys, ids, invalid_counts_.data());
+  STREAMKIT_CHECK_LAUNCH();
+  std::uint32_t const* const sorted_ids = sort_by_key(keys, ids, m, key_bits, sort_temporary, sort_bytes, stream);
+  tree_build_leaves<<<grid_size("tree_build_leaves", leaves * tree_leaf_size, 256), 256, 0, stream.value()>>>(
+    coordinates, sorted_ids, m, leaves, points, precise_points, nodes);
+  STREAMKIT_CHECK_LAUNCH();
+  if (leaves > 1) {
+    tree_build_inner<<<grid_size("tree_build_inner", leaves / 2, 256), 256, 0, stream.value()>>>(nodes, arrivals, leaves);
+    STREAMKIT_CHECK_LAUNCH();
+  }
+}
+
+template <class T>
+template <class Index>
+void tree_index<T>::query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream)
+{
+  query_async(observations, result, stream, scratch_);
+  tree_.set_stream(stream);  // the index's memory is released after its last query
+}
+
+template <class T>
+template <class Index>
+void tree_index<T>::query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
+                                nearest_scratch& scratch) const
+{
+  expect_query(observations, result, stream);
+  if (observations.count == 0) { return; }
+  if (!scratch.bytes_.empty() && scratch.bytes_.device() != device_) { scratch.bytes_ = device_buffer<std::byte>(); }
+  detail::with_list_size(result.k, [&](auto list_size) { search<decltype(list_size)::value>(observations, result, stream, scratch); });
+}
+
+template <class T>
+template <int K, class Index>
+void tree_index<T>::search(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
+                           nearest_scratch& scratch) const
+{
+  using namespace detail;
+  device_guard guard(device_);
+  std::size_t const n = observations.count;
+  std::uint32_t const* order = nullptr;
+  if (n >= tree_sort_threshold) {
+    constexpr int key_bits = 32;  // 30 Morton bits, and the top bits that sort invalid observations last
+    std::size_t const sort_bytes = sort_temporary_bytes<std::uint32_t>(n, key_bits);
+    std::size_t const pairs_bytes = align_up(2 * n * sizeof(std::uint32_t));
+    std::size_t const bytes = 2 * pairs_bytes + sort_bytes;
+    if (scratch.bytes_.size() < bytes) { scratch.bytes_ = device_buffer<std::byte>(bytes, stream, resource_); }
+    scratch.bytes_.set_stream(stream);
+    auto* const keys = reinterpret_cast<std::uint32_t*>(scratch.bytes_.data());
+    auto* const ids = reinterpret_cast<std::uint32_t*>(scratch.bytes_.data() + pairs_bytes);
+    tree_observation_keys<T><<<grid_size("tree_observation_keys", n, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
+      observations, n, keys, ids);
+    STREAMKIT_CHECK_LAUNCH();
+    order = sort_by_key(keys, ids, n, key_bits, scratch.bytes_.data() + 2 * pairs_bytes, sort_bytes, stream);
+  }
+  tree_view const view = tree_layout(count_, leaves_).view(tree_.data(), leaves_);
+  tree_search<K, Index, T><<<grid_size("tree_search", n, tree_search_threads), tree_search_threads, 0, stream.value()>>>(
+    observations, n, order, view, result, static_cast<int>(result.k), max_chord2(options_), distance_scale(options_));
+  STREAMKIT_CHECK_LAUNCH();
+}
+
+template <class T>
+template <class Index>
+void tree_index<T>::expect_query(points_ref<T> const& observations, neighbors_ref<Index, T> const& result,
+                                 stream_ref stream) const
+{
+  STREAMKIT_EXPECTS(count_ > 0, std::logic_error, "tree_index: query of a moved-from index");
+  detail::expect_points(observations, "observations");
+  detail::expect_neighbors(result, observations.count);
+  detail::expect_index_capacity<Index>(count_);
+  STREAMKIT_EXPECTS(observations.count < std::size_t{1} << 32, std::invalid_argument,
+                    "observations: " + std::to_string(observations.count) + " points; a tree query takes at most 2^32 - 1");
+  if (observations.count == 0) { return; }
+  int const stream_device = stream.device();
+  STREAMKIT_EXPECTS(stream_device == device_, std::invalid_argument,
+                    "stream: belongs to device " + std::to_string(stream_device) + " but the reference set to device " +
+                      std::to_string(device_));
+}
+
+template <class T>
+template <class Index>
+void tree_index<T>::query(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream)
+{
+  expect_query(observations, result, stream);
+  if (options_.on_invalid == invalid_points::reject && observations.count > 0) {
+    device_guard guard(device_);
+    detail::reject_invalid_points(observations, options_, invalid_counts_.data(), stream);
+  }
+  query_async(observations, result, stream);
+  stream.sync();
+}
+
+}  // namespace streamkit

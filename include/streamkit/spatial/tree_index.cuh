@@ -1,0 +1,140 @@
+#pragma once
+/// @file tree_index.cuh
+/// The spatial-index engine of the nearest-neighbour search: an exact k-nearest search that visits
+/// only the parts of the reference set that can hold an answer, rebuilt cheaply every time step.
+///
+/// Build (all on the stream, nothing waits): each reference's float64 unit vector gets a 63-bit Morton
+/// key (21 bits per axis of [−1, 1]^3, about 6 m on Earth); a radix sort orders the references by key
+/// (stable, so equal keys keep index order); consecutive runs of 32 sorted references form the leaves,
+/// each with its bounding box in float rounded outward; an implicit binary tree of boxes (heap order,
+/// the leaf count rounded up to a power of two) sits above them. No pointers, no per-node allocation:
+/// update() for a set no larger than before rebuilds in place.
+///
+/// Query: observations are ordered by a 30-bit Morton key (when there are enough of them to pay), so
+/// that the threads of a warp walk the same boxes; each thread walks the tree depth first, nearer child
+/// first, and skips a box whose distance exceeds its current k-th nearest. Distances are ranked in
+/// float64 (squared chords between float64 unit vectors, as the brute force's exact mode), with ties
+/// to the smallest reference index, so the answer is the float64 brute force's for every k in both
+/// precision modes; reported distances are float64 haversines of the returned pairs.
+///
+/// Cost: about 50 bytes per reference for the tree (sorted float64 vectors with their indices, float64
+/// coordinates, boxes) and 24 more of build scratch kept for the next update(); 16 bytes per
+/// observation of query scratch. Many references at one spot (exact duplicates, or thousands within a
+/// few metres) make every box around them reachable, and a query there scans them all.
+///
+/// Invalid points, reject/mark, blocking and `_async` forms, streams and memory resources: as
+/// brute_force_index (brute_force_index.cuh).
+
+#include <streamkit/core/stream_ref.hpp>
+#include <streamkit/memory/device_buffer.hpp>
+#include <streamkit/memory/resource.hpp>
+#include <streamkit/spatial/nearest_options.hpp>
+#include <streamkit/spatial/points.hpp>
+
+#include <cstddef>
+#include <utility>
+
+namespace streamkit {
+
+/// The spatial-index engine (see the file comment): build, update() each time step, k-nearest queries
+/// into an n × k neighbors_ref (1 ≤ k ≤ max_neighbors), optionally within options.max_distance.
+/// Not thread-safe: use one object per concurrent stream, or the const query_async() with a
+/// nearest_scratch per stream.
+template <class T>
+class tree_index {
+ public:
+  /// Builds the tree over `references` (device memory) on `stream`, which also orders every later use
+  /// of the object's memory; does not wait for the device. Memory comes from `resource`, which must
+  /// outlive the index.
+  /// @throws std::invalid_argument for M = 0, M ≥ 2^32, bad views or options; bad_alloc.
+  tree_index(points_ref<T> references, nearest_options const& options, stream_ref stream,
+             device_resource_ref resource = default_device_resource());
+
+  /// Move-only; a moved-from index is empty: querying it throws std::logic_error.
+  tree_index(tree_index&& other) noexcept
+      : options_(other.options_),
+        resource_(other.resource_),
+        count_(std::exchange(other.count_, 0)),
+        leaves_(std::exchange(other.leaves_, 0)),
+        device_(std::exchange(other.device_, -1)),
+        tree_(std::move(other.tree_)),
+        build_scratch_(std::move(other.build_scratch_)),
+        invalid_counts_(std::move(other.invalid_counts_)),
+        scratch_(std::move(other.scratch_))
+  {
+  }
+  /// Releases the index's memory (in stream order), then takes over `other`'s; `other` becomes empty.
+  tree_index& operator=(tree_index&& other) noexcept
+  {
+    if (this != &other) {
+      options_ = other.options_;
+      resource_ = other.resource_;
+      count_ = std::exchange(other.count_, 0);
+      leaves_ = std::exchange(other.leaves_, 0);
+      device_ = std::exchange(other.device_, -1);
+      tree_ = std::move(other.tree_);
+      build_scratch_ = std::move(other.build_scratch_);
+      invalid_counts_ = std::move(other.invalid_counts_);
+      scratch_ = std::move(other.scratch_);
+    }
+    return *this;
+  }
+  tree_index(tree_index const&) = delete;
+  tree_index& operator=(tree_index const&) = delete;
+  /// Returns at once; the memory is released in the order of the stream last used.
+  ~tree_index() = default;
+
+  /// Rebuilds the tree over a new reference set (same options), ordered on `stream`; does not wait.
+  /// Allocates nothing when the new set is no larger than every earlier one on the same device.
+  void update(points_ref<T> references, stream_ref stream);
+
+  /// Enqueues the k-nearest search of every observation on `stream`; never waits for the device.
+  /// Invalid observations are marked (and counted when `result.invalid_count` is set).
+  template <class Index>
+  void query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream);
+  /// As query_async(), with the caller's working memory and without touching the index (several
+  /// host threads may query at once, each with its own stream and scratch on the index's device; the
+  /// index must outlive those queries).
+  template <class Index>
+  void query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
+                   nearest_scratch& scratch) const;
+  /// As query_async(), then waits. With invalid_points::reject it first counts the invalid references
+  /// and observations, waits, and throws std::invalid_argument with the count before anything is written.
+  template <class Index>
+  void query(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream);
+
+  /// The number of references M (0 for a moved-from index).
+  [[nodiscard]] std::size_t size() const noexcept { return count_; }
+  /// Device memory the index holds (tree and build scratch), in bytes; queries' scratch not counted.
+  [[nodiscard]] std::size_t memory_bytes() const noexcept { return tree_.size() + build_scratch_.size(); }
+  /// Device counter of the invalid references of the last build, written in the order of its stream.
+  [[nodiscard]] unsigned long long const* invalid_references() const noexcept { return invalid_counts_.data(); }
+  /// The options given at construction.
+  [[nodiscard]] nearest_options const& options() const noexcept { return options_; }
+
+ private:
+  template <class>
+  friend class nearest_index;
+  /// An empty index that the front end builds from prepared float64 coordinates.
+  tree_index(nearest_options const& options, device_resource_ref resource) : options_(options), resource_(resource) {}
+  template <class U>
+  void build(points_ref<U> references, stream_ref stream);
+  template <class Index>
+  void expect_query(points_ref<T> const& observations, neighbors_ref<Index, T> const& result, stream_ref stream) const;
+  template <int K, class Index>
+  void search(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
+
+  nearest_options options_;
+  device_resource_ref resource_;
+  std::size_t count_ = 0;
+  std::size_t leaves_ = 0;  // a power of two
+  int device_ = -1;
+  device_buffer<std::byte> tree_;           // sorted points, nodes, coordinates
+  device_buffer<std::byte> build_scratch_;  // keys, ids, arrival counters, sort temporaries
+  device_buffer<unsigned long long> invalid_counts_;  // invalid references (build), observations (blocking query)
+  nearest_scratch scratch_;                 // of the queries without a scratch argument
+};
+
+}  // namespace streamkit
+
+#include <streamkit/spatial/detail/tree_impl.cuh>
