@@ -5,19 +5,21 @@
 ///
 /// Build (all on the stream, nothing waits): each reference's float64 unit vector gets a 63-bit Morton
 /// key (21 bits per axis of [−1, 1]^3, about 6 m on Earth); a radix sort orders the references by key
-/// (stable, so equal keys keep index order); consecutive runs of 32 sorted references form the leaves,
+/// (stable, so equal keys keep index order); consecutive runs of 16 sorted references form the leaves,
 /// each with its bounding box in float rounded outward; an implicit binary tree of boxes (heap order,
 /// the leaf count rounded up to a power of two) sits above them. No pointers, no per-node allocation:
 /// update() for a set no larger than before rebuilds in place.
 ///
-/// Query: observations are ordered by a 30-bit Morton key (when there are enough of them to pay), so
-/// that the threads of a warp walk the same boxes; each thread walks the tree depth first, nearer child
-/// first, and skips a box whose distance exceeds its current k-th nearest. Distances are ranked in
-/// float64 (squared chords between float64 unit vectors, as the brute force's exact mode), with ties
-/// to the smallest reference index, so the answer is the float64 brute force's for every k in both
-/// precision modes; reported distances are float64 haversines of the returned pairs.
+/// Query: observations are ordered by a 30-bit Morton key (from 4096 of them on), so that the 32
+/// threads of a warp hold neighbouring observations; a warp walks the tree together, depth first,
+/// entering a box when any of its threads may still find a point there, and each thread scans the
+/// leaves entered with its own list of k candidates in registers. A float32 filter, whose bound
+/// covers float32 rounding, decides which points are ranked in float64 (squared chords between float64
+/// unit vectors, as the brute force's exact mode), with ties to the smallest reference index: the
+/// answer is the float64 brute force's for every k in both precision modes. Reported distances are
+/// float64 haversines of the returned pairs.
 ///
-/// Cost: about 50 bytes per reference for the tree (sorted float64 vectors with their indices, float64
+/// Cost: about 68 bytes per reference for the tree (sorted float and float64 vectors, float64
 /// coordinates, boxes) and 24 more of build scratch kept for the next update(); 16 bytes per
 /// observation of query scratch. Many references at one spot (exact duplicates, or thousands within a
 /// few metres) make every box around them reachable, and a query there scans them all.

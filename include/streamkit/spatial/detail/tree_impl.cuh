@@ -22,7 +22,7 @@ namespace detail {
 /// than the coherence saves.
 inline constexpr std::size_t tree_sort_threshold = 4096;
 
-/// Leaves of a tree over m references: ⌈m / 32⌉ rounded up to a power of two.
+/// Leaves of a tree over m references: ⌈m / tree_leaf_size⌉ rounded up to a power of two.
 [[nodiscard]] inline std::size_t tree_leaf_count(std::size_t m) noexcept
 {
   std::size_t const needed = (m + tree_leaf_size - 1) / tree_leaf_size;

@@ -13,8 +13,9 @@
 
 namespace streamkit::detail {
 
-/// References per leaf: one warp builds a leaf's box, and a search scans a leaf in one loop.
-inline constexpr int tree_leaf_size = 32;
+/// References per leaf: half a warp builds a leaf's box. Measured on an H100 against 32: 4–12 % faster
+/// searches (2^20 × 2^20 with k = 16, 2^24 × 2^14 and clustered 2^22 × 2^20 with k = 1).
+inline constexpr int tree_leaf_size = 16;
 /// Threads per block of the tree search.
 inline constexpr int tree_search_threads = 128;
 /// Deepest stack a search needs: one entry per level of a tree of up to 2^31 leaves.
@@ -71,7 +72,7 @@ __global__ void tree_reference_keys(points_ref<U> source, std::size_t count, lat
   if (local > 0) { atomicAdd(invalid, local); }
 }
 
-/// One warp per leaf: writes the leaf's references in sorted order as float unit vectors (the
+/// A group of tree_leaf_size lanes per leaf: writes the leaf's references in sorted order as float unit vectors (the
 /// search's filter) and float64 ones whose w holds the reference index (its ranking), and the
 /// leaf's box (its node in the heap). Slots past the last reference are NaN points (never chosen) up
 /// to a whole leaf; leaves past those get empty boxes.
@@ -80,7 +81,7 @@ __global__ void tree_build_leaves(lat_lon const* coordinates, std::uint32_t cons
 {
   std::size_t const position = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
   std::size_t const leaf = position / tree_leaf_size;
-  if (leaf >= leaves) { return; }  // whole warps: leaves × 32 threads
+  if (leaf >= leaves) { return; }  // whole leaves (leaves × 16 threads, a multiple of 16): the shuffles stay within a leaf
   float const infinity = cuda::std::numeric_limits<float>::infinity();
   float3 low{infinity, infinity, infinity}, high{-infinity, -infinity, -infinity};
   bool const used_leaf = leaf * tree_leaf_size < count;
@@ -193,65 +194,79 @@ __device__ __forceinline__ void scan_leaf(tree_view const& tree, std::size_t lea
   }
 }
 
-/// The nearest pending box that may still hold a candidate (0 when none is left).
-__device__ __forceinline__ std::size_t pop_reachable(std::uint32_t const* stack_node, float const* stack_bound, int& depth,
-                                                     float filter)
+/// The smallest `value` over the (full) warp.
+__device__ __forceinline__ unsigned warp_min(unsigned value)
 {
-  while (depth > 0) {
-    --depth;
-    if (stack_bound[depth] <= filter) { return stack_node[depth]; }
-  }
-  return 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return __reduce_min_sync(0xffffffffu, value);
+#else
+  for (int offset = 16; offset > 0; offset /= 2) { value = min(value, __shfl_xor_sync(0xffffffffu, value, offset)); }
+  return value;
+#endif
 }
 
-/// The k nearest references of each observation within `limit` (squared chord): depth first, the
-/// nearer child first, a box skipped when its float distance exceeds float_chord2_filter() of the
-/// list's worst entry (then none of its points can enter).
-/// The walk is split in two loops so that a warp's threads scan leaves together: the inner loop
-/// descends until every thread has a leaf (or is done), then all scan. Thread t searches observation
-/// order[t] (t itself when order is null); writes row order[t] of `result` and adds the invalid
-/// observations to result.invalid_count when it is set.
+/// The k nearest references of each observation within `limit` (squared chord). The threads of a warp
+/// (neighbouring observations, once sorted) walk the tree together: depth first, a box is entered
+/// when any thread may still find a point in it (its float distance to that thread is at most
+/// float_chord2_filter() of the thread's worst entry), the child nearer to the nearest interested
+/// thread first; every thread scans every leaf entered, with its own filter. Control flow and the
+/// node and leaf loads are the same across the warp (broadcasts); the stack is one per warp in
+/// shared memory. Thread t searches observation order[t] (t itself when order is null); writes row
+/// order[t] of `result` and adds the invalid observations to result.invalid_count when it is set.
 template <int K, class Index, class T>
 __global__ void __launch_bounds__(tree_search_threads)
   tree_search(points_ref<T> observations, std::size_t n, std::uint32_t const* order, tree_view tree,
               neighbors_ref<Index, T> result, int k, double limit, double scale)
 {
+  constexpr unsigned all = 0xffffffffu;
+  __shared__ std::uint32_t stacks[tree_search_threads / 32][tree_stack_depth];
+  std::uint32_t* const stack = stacks[threadIdx.x / 32];
   std::size_t const t = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
   bool const active = t < n;
   std::size_t const i = !active ? 0 : (order != nullptr ? order[t] : t);
   double lat = 0.0, lon = 0.0;
   bool const valid = active && load_point(observations, i, lat, lon);
   knn_list<K> list(k, limit);
-  if (valid) {
-    vec4<double> const precise_p = unit_vector<double>(lat, lon, true);
-    float3 const p{static_cast<float>(precise_p.x), static_cast<float>(precise_p.y), static_cast<float>(precise_p.z)};
-    float filter = float_chord2_filter(list.worst());
-    std::uint32_t stack_node[tree_stack_depth];
-    float stack_bound[tree_stack_depth];
-    int depth = 0;
-    std::size_t node = 1;
-    while (node != 0) {
-      while (node != 0 && node < tree.leaves) {
-        float const bound_left = box_distance2(p, tree.nodes[2 * node]);
-        float const bound_right = box_distance2(p, tree.nodes[2 * node + 1]);
-        bool const left_first = bound_left <= bound_right;
-        float const near_bound = left_first ? bound_left : bound_right;
-        float const far_bound = left_first ? bound_right : bound_left;
-        if (near_bound <= filter) {
-          if (far_bound <= filter) {
-            stack_node[depth] = static_cast<std::uint32_t>(left_first ? 2 * node + 1 : 2 * node);
-            stack_bound[depth] = far_bound;
-            ++depth;
-          }
-          node = left_first ? 2 * node : 2 * node + 1;
-        } else {
-          node = pop_reachable(stack_node, stack_bound, depth, filter);
+  vec4<double> const precise_p = unit_vector<double>(lat, lon, true);
+  float3 const p{static_cast<float>(precise_p.x), static_cast<float>(precise_p.y), static_cast<float>(precise_p.z)};
+  // A thread with nothing to find (past n, or invalid) never wants a box but walks with its warp.
+  float filter = valid ? float_chord2_filter(list.worst()) : -cuda::std::numeric_limits<float>::infinity();
+  auto const wanted = [&](std::size_t node) { return box_distance2(p, tree.nodes[node]) <= filter; };
+
+  int depth = 0;  // the same in every thread of the warp, as is `node`
+  std::size_t node = __any_sync(all, wanted(1)) ? 1 : 0;
+  while (node != 0) {
+    if (node < tree.leaves) {
+      float const bound_left = box_distance2(p, tree.nodes[2 * node]);
+      float const bound_right = box_distance2(p, tree.nodes[2 * node + 1]);
+      bool const want_left = bound_left <= filter;
+      bool const want_right = bound_right <= filter;
+      // Non-negative floats order as their bits: the nearest interested thread's bound for each child.
+      unsigned const nearest_left = warp_min(want_left ? __float_as_uint(bound_left) : ~0u);
+      unsigned const nearest_right = warp_min(want_right ? __float_as_uint(bound_right) : ~0u);
+      if (nearest_left != ~0u || nearest_right != ~0u) {
+        bool const left_first = nearest_left <= nearest_right;
+        if (nearest_left != ~0u && nearest_right != ~0u) {
+          if (threadIdx.x % 32 == 0) { stack[depth] = static_cast<std::uint32_t>(left_first ? 2 * node + 1 : 2 * node); }
+          __syncwarp();
+          ++depth;
         }
+        node = left_first ? 2 * node : 2 * node + 1;
+        continue;
       }
-      if (node == 0) { break; }
+    } else if (valid) {
       scan_leaf(tree, node - tree.leaves, p, precise_p, list, filter);
-      node = pop_reachable(stack_node, stack_bound, depth, filter);
     }
+    node = 0;  // back up to the nearest pending box some thread may still want
+    while (depth > 0) {
+      --depth;
+      std::size_t const pending = stack[depth];
+      if (__any_sync(all, wanted(pending))) {
+        node = pending;
+        break;
+      }
+    }
+    __syncwarp();  // every lane has read the entry before lane 0 may overwrite it
   }
   if (!active) { return; }
   list.write(result, i, k, lat, lon, tree.coordinates, scale);
