@@ -251,4 +251,232 @@ void expect_nearest(radians_set const& obs, radians_set const& refs, std::vector
   EXPECT_EQ(failures.load(), 0U) << "observations wrong";
 }
 
+
+// ---- k nearest neighbours ------------------------------------------------------------------------
+
+/// Values the k-nearest tests fill their outputs with before a search, so that elements a search
+/// left unwritten (or wrote where it must not, such as the padding between k and the row stride) show.
+inline constexpr std::int64_t poison_index = -7;
+inline constexpr double poison_distance = -12345.0;
+
+/// The k nearest valid references of every observation, row i at [i * k, (i + 1) * k).
+struct knn_answer {
+  std::size_t k = 0;
+  std::vector<std::int64_t> index;
+  std::vector<double> distance;
+};
+
+/// Float64 haversine k-nearest brute force: for each observation the k nearest valid references by
+/// the float64 haversine (true_distance, as brute_force() ranks), nearest first, ties to the smallest
+/// index; -1 and NaN past the last one (invalid observation, fewer than k valid references). The
+/// first k' entries of a row are the answer for any k' < k, so one call serves every smaller k.
+inline knn_answer brute_force_knn(radians_set const& obs, radians_set const& refs, std::size_t k)
+{
+  std::size_t const n = obs.size();
+  std::size_t const m = refs.size();
+  knn_answer answer{k, std::vector<std::int64_t>(n * k, -1), std::vector<double>(n * k, std::numeric_limits<double>::quiet_NaN())};
+  if (k == 0) { return answer; }
+  std::vector<double> cos_lat(m);
+  for (std::size_t j = 0; j < m; ++j) { cos_lat[j] = std::cos(refs.lat[j]); }
+  parallel_for(
+    n,
+    [&](std::size_t begin, std::size_t end) {
+      std::vector<double> best_d(k), best_h(k);
+      std::vector<std::int64_t> best_j(k);
+      for (std::size_t i = begin; i < end; ++i) {
+        if (!obs.valid[i]) { continue; }
+        double const lat1 = obs.lat[i];
+        double const lon1 = obs.lon[i];
+        double const cos1 = std::cos(lat1);
+        std::size_t found = 0;
+        for (std::size_t j = 0; j < m; ++j) {
+          if (!refs.valid[j]) { continue; }
+          // streamkit::haversine's h, term for term: d = 2 asin(sqrt(h)) does not decrease with h, so a
+          // reference whose h exceeds the k-th entry's is no nearer, and (ascending j) not a tie winner.
+          double const s1 = std::sin(0.5 * (refs.lat[j] - lat1));
+          double const s2 = std::sin(0.5 * (refs.lon[j] - lon1));
+          double const h = s1 * s1 + cos1 * cos_lat[j] * s2 * s2;
+          if (found == k && h > best_h[k - 1]) { continue; }
+          double const d = true_distance(obs, i, refs, j);
+          if (found == k && !(d < best_d[k - 1])) { continue; }  // equal distance: the earlier index stays
+          std::size_t at = found < k ? found : k - 1;
+          while (at > 0 && d < best_d[at - 1]) {
+            best_d[at] = best_d[at - 1];
+            best_h[at] = best_h[at - 1];
+            best_j[at] = best_j[at - 1];
+            --at;
+          }
+          best_d[at] = d;
+          best_h[at] = h;
+          best_j[at] = static_cast<std::int64_t>(j);
+          found += found < k ? 1 : 0;
+        }
+        for (std::size_t s = 0; s < found; ++s) {
+          answer.index[i * k + s] = best_j[s];
+          answer.distance[i * k + s] = best_d[s];
+        }
+      }
+    },
+    n * m);
+  return answer;
+}
+
+/// Where the elements of a row between k and `stride` no longer hold the poison: one line each (at most `limit`),
+/// and the count.
+template <class T, class Index>
+std::size_t padding_written(std::vector<Index> const& got_index, std::vector<T> const& got_distance, std::size_t k, std::size_t stride,
+                            std::vector<std::string>& lines, std::size_t limit = 10)
+{
+  std::size_t wrong = 0;
+  std::size_t const rows = stride == 0 ? 0 : got_index.size() / stride;
+  for (std::size_t i = 0; i < rows; ++i) {
+    for (std::size_t j = k; j < stride; ++j) {
+      bool const index_ok = got_index[i * stride + j] == static_cast<Index>(poison_index);
+      bool const distance_ok = got_distance.empty() || got_distance[i * stride + j] == static_cast<T>(poison_distance);
+      if ((!index_ok || !distance_ok) && wrong++ < limit) {
+        lines.push_back("row " + std::to_string(i) + " padding element " + std::to_string(j) + " (k = " + std::to_string(k) +
+                        ", stride = " + std::to_string(stride) + ") was written: index " + std::to_string(got_index[i * stride + j]) +
+                        (got_distance.empty() ? std::string() : ", distance " + std::to_string(got_distance[i * stride + j])));
+      }
+    }
+  }
+  return wrong;
+}
+
+/// Checks that the elements of every row between k and `stride` still hold the poison (one failure
+/// listing the first few that do not).
+template <class T, class Index>
+void expect_padding_untouched(std::vector<Index> const& got_index, std::vector<T> const& got_distance, std::size_t k,
+                              std::size_t stride)
+{
+  std::vector<std::string> lines;
+  std::size_t const wrong = padding_written(got_index, got_distance, k, stride, lines);
+  if (wrong > 0) {
+    std::string all;
+    for (auto const& line : lines) { all += "\n  " + line; }
+    ADD_FAILURE() << wrong << " padding element(s) written:" << all;
+  }
+}
+
+/// Checks a k-nearest result of got_index.size() / stride rows (the first rows of `obs`) against
+/// `expected` (a brute_force_knn() of at least k per row over at least those rows). A row passes when:
+/// - its neighbours are valid, distinct references, followed by -1 and NaN (never a neighbour after a -1);
+/// - it has as many neighbours as the reference has within `max_angle` (radians), where a reference
+///   neighbour within 1e-9 relative of max_angle may be present or not;
+/// - the j-th neighbour's float64 haversine equals the reference's j-th distance up to float64
+///   rounding, 4e-16 + 2 haversine_rounding(d): so the indices are the reference's except where two
+///   references lie closer to each other in distance than that (ties broken by rounding);
+/// - each reported distance is the float64 haversine of its pair times `scale`, rounded to T;
+/// - the elements between k and `stride` still hold the poison.
+/// `got_distance` may be empty (no distances asked for). Problems are reported as one failure.
+template <class T, class Index>
+void expect_knn(knn_answer const& expected, radians_set const& obs, radians_set const& refs, std::vector<Index> const& got_index,
+                std::vector<T> const& got_distance, std::size_t k, std::size_t stride, double scale,
+                double max_angle = std::numeric_limits<double>::infinity())
+{
+  ASSERT_GE(k, 1U);
+  ASSERT_GE(stride, k);
+  ASSERT_GE(expected.k, k) << "the reference answer holds fewer neighbours per row than asked";
+  ASSERT_EQ(got_index.size() % stride, 0U);
+  std::size_t const rows = got_index.size() / stride;
+  ASSERT_LE(rows, obs.size());
+  ASSERT_LE(rows * expected.k, expected.index.size()) << "the reference answer holds fewer rows than the result";
+  ASSERT_TRUE(got_distance.empty() || got_distance.size() == got_index.size());
+  bool const limited = !(max_angle == std::numeric_limits<double>::infinity());
+  double const inside = limited ? max_angle * (1.0 - 1e-9) : max_angle;
+  double const reachable = limited ? max_angle * (1.0 + 1e-9) : max_angle;
+
+  std::atomic<std::size_t> failures{0};
+  std::mutex report;
+  std::vector<std::string> messages;
+  auto const fail = [&](std::size_t i, std::string const& what) {
+    if (failures.fetch_add(1) < 10) {
+      std::lock_guard const lock(report);
+      messages.push_back("observation " + std::to_string(i) + " (k = " + std::to_string(k) + "): " + what);
+    }
+  };
+  parallel_for(
+    rows,
+    [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) {
+        std::int64_t const* const want_index = expected.index.data() + i * expected.k;
+        double const* const want_distance = expected.distance.data() + i * expected.k;
+        // How many neighbours the row must hold: [must, may].
+        std::size_t must = 0, may = 0;
+        for (std::size_t j = 0; j < k && want_index[j] >= 0; ++j) {
+          must += want_distance[j] <= inside ? 1 : 0;
+          may += want_distance[j] <= reachable ? 1 : 0;
+        }
+        Index const* const row = got_index.data() + i * stride;
+        T const* const row_distance = got_distance.empty() ? nullptr : got_distance.data() + i * stride;
+        std::size_t have = 0;
+        while (have < k && row[have] != Index(-1)) { ++have; }
+        for (std::size_t j = have; j < k; ++j) {
+          if (row[j] != Index(-1)) { fail(i, "slot " + std::to_string(j) + " holds index " + std::to_string(row[j]) + " after a -1"); }
+          if (row_distance != nullptr && !std::isnan(static_cast<double>(row_distance[j]))) {
+            fail(i, "slot " + std::to_string(j) + " has index -1 and distance " + std::to_string(row_distance[j]) + ", expected NaN");
+          }
+        }
+        if (have < must || have > may) {
+          std::ostringstream what;
+          what.precision(17);
+          what << have << " neighbour(s), expected " << must;
+          if (may != must) { what << " to " << may; }
+          what << " (reference";
+          for (std::size_t j = 0; j < k && j < 4; ++j) { what << " " << want_index[j] << "@" << want_distance[j]; }
+          what << (k > 4 ? " ..." : "") << "; max_angle " << max_angle << ")";
+          fail(i, what.str());
+        }
+        for (std::size_t j = 0; j < have && j < may; ++j) {
+          Index const g = row[j];
+          if (g < 0 || static_cast<std::size_t>(g) >= refs.size() || !refs.valid[static_cast<std::size_t>(g)]) {
+            fail(i, "slot " + std::to_string(j) + " holds index " + std::to_string(g) + ", not a valid reference (expected " +
+                      std::to_string(want_index[j]) + ")");
+            continue;
+          }
+          for (std::size_t before = 0; before < j; ++before) {
+            if (row[before] == g) { fail(i, "index " + std::to_string(g) + " in slots " + std::to_string(before) + " and " + std::to_string(j)); }
+          }
+          double const d = true_distance(obs, i, refs, static_cast<std::size_t>(g));
+          double const tolerance = 4e-16 + 2 * haversine_rounding(std::max(d, want_distance[j]));
+          if (g != want_index[j] && !(std::abs(d - want_distance[j]) <= tolerance)) {
+            std::ostringstream what;
+            what.precision(17);
+            what << "slot " << j << " holds index " << g << " at " << d << " rad, expected " << want_index[j] << " at "
+                 << want_distance[j] << " rad (tolerance " << tolerance << ")";
+            fail(i, what.str());
+          }
+          if (row_distance != nullptr) {
+            double const reported = static_cast<double>(row_distance[j]);
+            double const want = d * scale;
+            if (!(std::abs(reported - want) <= distance_tolerance<T>(d) * scale)) {
+              std::ostringstream what;
+              what.precision(17);
+              what << "slot " << j << " (index " << g << "): reported distance " << reported << ", true " << want << " (tolerance "
+                   << distance_tolerance<T>(d) * scale << ")";
+              fail(i, what.str());
+            }
+          }
+        }
+      }
+    },
+    rows * k * 64);
+  std::size_t const padding = padding_written(got_index, got_distance, k, stride, messages);
+  if (failures.load() > 0 || padding > 0) {  // one failure, listing the first few problems
+    std::string all;
+    for (auto const& message : messages) { all += "\n  " + message; }
+    ADD_FAILURE() << failures.load() << " problem(s) in the rows and " << padding << " padding element(s) written, of " << rows
+                  << " rows (k = " << k << ", stride " << stride << "):" << all;
+  }
+}
+
+/// As above, with the reference answer computed here.
+template <class T, class Index>
+void expect_knn(radians_set const& obs, radians_set const& refs, std::vector<Index> const& got_index,
+                std::vector<T> const& got_distance, std::size_t k, std::size_t stride, double scale,
+                double max_angle = std::numeric_limits<double>::infinity())
+{
+  expect_knn(brute_force_knn(obs, refs, k), obs, refs, got_index, got_distance, k, stride, scale, max_angle);
+}
+
 }  // namespace streamkit_test
