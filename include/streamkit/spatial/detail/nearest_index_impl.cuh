@@ -3,6 +3,7 @@
 
 #include <streamkit/core/error.hpp>
 #include <streamkit/spatial/detail/engine_choice.hpp>
+#include <streamkit/spatial/detail/nearest_checks.hpp>
 
 #include <stdexcept>
 
@@ -41,6 +42,7 @@ template <class T>
 template <class Index>
 void nearest_index<T>::query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream)
 {
+  brute_force_.expect_query(observations, result, stream);  // before a tree is built for a bad query
   prepare(observations.count, result.k, stream);
   if (engine_for(observations.count, result.k) == search_engine::tree) {
     tree_.query_async(observations, result, stream);
@@ -80,10 +82,26 @@ void nearest_index<T>::query(points_ref<T> observations, neighbors_ref<Index, T>
   }
 }
 
+namespace detail {
+/// The checks of a one-shot search that need no prepared references, before anything is built.
+template <class T, class Index>
+void expect_one_shot(points_ref<T> const& observations, points_ref<T> const& references, neighbors_ref<Index, T> const& result,
+                     nearest_options const& options)
+{
+  expect_options(options);
+  expect_points(observations, "observations");
+  expect_points(references, "references");
+  expect_reference_count(references.count);
+  expect_neighbors(result, observations.count);
+  expect_index_capacity<Index>(references.count);
+}
+}  // namespace detail
+
 template <class T, class Index>
 void nearest_neighbor_async(points_ref<T> observations, points_ref<T> references, neighbors_ref<Index, T> result,
                             nearest_options const& options, stream_ref stream, device_resource_ref resource)
 {
+  detail::expect_one_shot(observations, references, result, options);
   if (detail::choose_engine(observations.count, references.count, result.k, options.precision) == search_engine::tree) {
     tree_index<T> index(references, options, stream, resource);
     index.query_async(observations, result, stream);
@@ -97,6 +115,7 @@ template <class T, class Index>
 void nearest_neighbor(points_ref<T> observations, points_ref<T> references, neighbors_ref<Index, T> result,
                       nearest_options const& options, stream_ref stream, device_resource_ref resource)
 {
+  detail::expect_one_shot(observations, references, result, options);
   if (detail::choose_engine(observations.count, references.count, result.k, options.precision) == search_engine::tree) {
     tree_index<T> index(references, options, stream, resource);
     index.query(observations, result, stream);

@@ -76,7 +76,7 @@ __global__ void tree_reference_keys(points_ref<U> source, std::size_t count, lat
 /// search's filter) and float64 ones whose w holds the reference index (its ranking), and the
 /// leaf's box (its node in the heap). Slots past the last reference are NaN points (never chosen) up
 /// to a whole leaf; leaves past those get empty boxes.
-__global__ void tree_build_leaves(lat_lon const* coordinates, std::uint32_t const* sorted_ids, std::size_t count,
+static __global__ void tree_build_leaves(lat_lon const* coordinates, std::uint32_t const* sorted_ids, std::size_t count,
                                   std::size_t leaves, float4* points, vec4<double>* precise_points, tree_node* nodes)
 {
   std::size_t const position = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
@@ -113,7 +113,7 @@ __global__ void tree_build_leaves(lat_lon const* coordinates, std::uint32_t cons
 /// Fills the inner nodes bottom-up in one launch: a thread starts at each pair of sibling leaves and
 /// climbs; of two children's threads, the second to arrive at their parent (counted in `arrivals`,
 /// zeroed before) merges the two boxes and goes on, the first stops.
-__global__ void tree_build_inner(tree_node* nodes, unsigned* arrivals, std::size_t leaves)
+static __global__ void tree_build_inner(tree_node* nodes, unsigned* arrivals, std::size_t leaves)
 {
   std::size_t const pair = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
   if (pair >= leaves / 2) { return; }
