@@ -34,6 +34,7 @@
 #include <streamkit/spatial/points.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 namespace streamkit {
@@ -59,6 +60,7 @@ class tree_index {
         count_(std::exchange(other.count_, 0)),
         leaves_(std::exchange(other.leaves_, 0)),
         device_(std::exchange(other.device_, -1)),
+        sorted_keys_(std::exchange(other.sorted_keys_, nullptr)),
         tree_(std::move(other.tree_)),
         build_scratch_(std::move(other.build_scratch_)),
         invalid_counts_(std::move(other.invalid_counts_)),
@@ -74,6 +76,7 @@ class tree_index {
       count_ = std::exchange(other.count_, 0);
       leaves_ = std::exchange(other.leaves_, 0);
       device_ = std::exchange(other.device_, -1);
+      sorted_keys_ = std::exchange(other.sorted_keys_, nullptr);
       tree_ = std::move(other.tree_);
       build_scratch_ = std::move(other.build_scratch_);
       invalid_counts_ = std::move(other.invalid_counts_);
@@ -131,6 +134,7 @@ class tree_index {
   std::size_t count_ = 0;
   std::size_t leaves_ = 0;  // a power of two
   int device_ = -1;
+  std::uint64_t const* sorted_keys_ = nullptr;  // the references' Morton keys in sorted order, in build_scratch_
   device_buffer<std::byte> tree_;           // sorted points, nodes, coordinates
   device_buffer<std::byte> build_scratch_;  // keys, ids, arrival counters, sort temporaries
   device_buffer<unsigned long long> invalid_counts_;  // invalid references (build), observations (blocking query)

@@ -43,11 +43,11 @@ struct tree_layout {
   {
   }
   template <class Byte>
-  tree_view view(Byte* base, std::size_t leaves) const noexcept
+  tree_view view(Byte* base, std::uint64_t const* sorted_keys, std::size_t count, std::size_t leaves) const noexcept
   {
     return {reinterpret_cast<float4 const*>(base), reinterpret_cast<vec4<double> const*>(base + precise_offset),
             reinterpret_cast<tree_node const*>(base + nodes_offset), reinterpret_cast<lat_lon const*>(base + coordinates_offset),
-            leaves};
+            sorted_keys, count, leaves};
   }
   std::size_t slots, precise_offset, nodes_offset, coordinates_offset, bytes;
 };
@@ -63,17 +63,24 @@ std::size_t sort_temporary_bytes(std::size_t count, int end_bit)
   return bytes;
 }
 
-/// Sorts `count` pairs held in key and id double buffers that start at `keys` and `ids` (each 2 × count),
-/// with `temporary` of sort_temporary_bytes(); returns the sorted ids.
+/// Where a sort left its keys and ids.
 template <class Key>
-std::uint32_t const* sort_by_key(Key* keys, std::uint32_t* ids, std::size_t count, int end_bit, std::byte* temporary,
-                                 std::size_t temporary_bytes, stream_ref stream)
+struct sorted_pairs {
+  Key const* keys;
+  std::uint32_t const* ids;
+};
+
+/// Sorts `count` pairs held in key and id double buffers that start at `keys` and `ids` (each 2 × count),
+/// with `temporary` of sort_temporary_bytes().
+template <class Key>
+sorted_pairs<Key> sort_by_key(Key* keys, std::uint32_t* ids, std::size_t count, int end_bit, std::byte* temporary,
+                              std::size_t temporary_bytes, stream_ref stream)
 {
   cub::DoubleBuffer<Key> key_buffers(keys, keys + count);
   cub::DoubleBuffer<std::uint32_t> id_buffers(ids, ids + count);
   STREAMKIT_CUDA_TRY(cub::DeviceRadixSort::SortPairs(temporary, temporary_bytes, key_buffers, id_buffers,
                                                      static_cast<std::int64_t>(count), 0, end_bit, stream.value()));
-  return id_buffers.Current();
+  return {key_buffers.Current(), id_buffers.Current()};
 }
 
 }  // namespace detail
@@ -142,9 +149,10 @@ void tree_index<T>::build(points_ref<U> references, stream_ref stream)
   tree_reference_keys<U><<<grid_size("tree_reference_keys", m, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
     references, m, coordinates, keys, ids, invalid_counts_.data());
   STREAMKIT_CHECK_LAUNCH();
-  std::uint32_t const* const sorted_ids = sort_by_key(keys, ids, m, key_bits, sort_temporary, sort_bytes, stream);
+  sorted_pairs<std::uint64_t> const sorted = sort_by_key(keys, ids, m, key_bits, sort_temporary, sort_bytes, stream);
+  sorted_keys_ = sorted.keys;
   tree_build_leaves<<<grid_size("tree_build_leaves", leaves * tree_leaf_size, 256), 256, 0, stream.value()>>>(
-    coordinates, sorted_ids, m, leaves, points, precise_points, nodes);
+    coordinates, sorted.ids, m, leaves, points, precise_points, nodes);
   STREAMKIT_CHECK_LAUNCH();
   if (leaves > 1) {
     tree_build_inner<<<grid_size("tree_build_inner", leaves / 2, 256), 256, 0, stream.value()>>>(nodes, arrivals, leaves);
@@ -192,9 +200,9 @@ void tree_index<T>::search(points_ref<T> observations, neighbors_ref<Index, T> r
     tree_observation_keys<T><<<grid_size("tree_observation_keys", n, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
       observations, n, keys, ids);
     STREAMKIT_CHECK_LAUNCH();
-    order = sort_by_key(keys, ids, n, key_bits, scratch.bytes_.data() + 2 * pairs_bytes, sort_bytes, stream);
+    order = sort_by_key(keys, ids, n, key_bits, scratch.bytes_.data() + 2 * pairs_bytes, sort_bytes, stream).ids;
   }
-  tree_view const view = tree_layout(count_, leaves_).view(tree_.data(), leaves_);
+  tree_view const view = tree_layout(count_, leaves_).view(tree_.data(), sorted_keys_, count_, leaves_);
   tree_search<K, Index, T><<<grid_size("tree_search", n, tree_search_threads), tree_search_threads, 0, stream.value()>>>(
     observations, n, order, view, result, static_cast<int>(result.k), max_chord2(options_), distance_scale(options_));
   STREAMKIT_CHECK_LAUNCH();

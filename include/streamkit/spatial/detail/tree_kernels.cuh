@@ -163,8 +163,29 @@ struct tree_view {
   vec4<double> const* precise_points;  // the same in float64; w = reference index
   tree_node const* nodes;              // heap, 2 × leaves
   lat_lon const* coordinates;          // by reference index
+  std::uint64_t const* keys;           // the references' Morton keys, sorted
+  std::size_t count;                   // references
   std::size_t leaves;                  // a power of two
 };
+
+/// The node above the two leaves around the place the point with Morton key `key` takes in the
+/// sorted references: their 32 references are near it, and scanning them first gives every thread a
+/// tight bound before the warp walks the tree (a walk led by the warp's other threads would otherwise
+/// enter boxes only this thread's loose bound reaches).
+__device__ inline std::size_t seed_node(tree_view const& tree, std::uint64_t key)
+{
+  std::size_t low = 0, high = tree.count;
+  while (low < high) {
+    std::size_t const middle = (low + high) / 2;
+    if (tree.keys[middle] < key) {
+      low = middle + 1;
+    } else {
+      high = middle;
+    }
+  }
+  std::size_t const leaf = min_of(low, tree.count - 1) / tree_leaf_size;
+  return tree.leaves == 1 ? 1 : (tree.leaves + leaf) / 2;
+}
 
 /// Offers the 32 references of leaf `leaf` to `list`: a float32 filter over batches of loads issued
 /// together, then float64 ranking of the references that pass (one copy of the list update).
@@ -232,6 +253,15 @@ __global__ void __launch_bounds__(tree_search_threads)
   // A thread with nothing to find (past n, or invalid) never wants a box but walks with its warp.
   float filter = valid ? float_chord2_filter(list.worst()) : -cuda::std::numeric_limits<float>::infinity();
   auto const wanted = [&](std::size_t node) { return box_distance2(p, tree.nodes[node]) <= filter; };
+  // The seed: the leaves under seed_node(), scanned first and skipped by the walk.
+  std::size_t seed = 0;
+  if (valid) {
+    seed = seed_node(tree, morton_code<21>(precise_p));
+    std::size_t const first_leaf = tree.leaves == 1 ? 0 : 2 * seed - tree.leaves;
+    for (std::size_t leaf = first_leaf; leaf < min_of(first_leaf + 2, tree.leaves); ++leaf) {
+      if (leaf * tree_leaf_size < tree.count) { scan_leaf(tree, leaf, p, precise_p, list, filter); }
+    }
+  }
 
   int depth = 0;  // the same in every thread of the warp, as is `node`
   std::size_t node = __any_sync(all, wanted(1)) ? 1 : 0;
@@ -254,7 +284,7 @@ __global__ void __launch_bounds__(tree_search_threads)
         node = left_first ? 2 * node : 2 * node + 1;
         continue;
       }
-    } else if (valid) {
+    } else if (valid && (tree.leaves == 1 ? node : node / 2) != seed) {
       scan_leaf(tree, node - tree.leaves, p, precise_p, list, filter);
     }
     node = 0;  // back up to the nearest pending box some thread may still want
