@@ -3,7 +3,9 @@
 //
 //   bench_nn_files --observations OBS.bin --references REFS.bin --k K
 //                  [--engine auto|brute_force|tree] [--precision fast|exact] [--repeat R] [--indices OUT.bin]
-//   bench_nn_files --uniform N M --k K ...   (uniform random points instead of files; the cost-model sweep)
+//   bench_nn_files --uniform N M --k K ...   (uniform random points instead of files)
+//   bench_nn_files --sweep                    (both engines over a grid of uniform shapes, one JSON line each:
+//                                              the measurements behind the front end's cost model)
 //
 // Files: raw little-endian float32 (lat, lon) pairs in degrees. Each timed step is build (update of
 // the references) then query, all on one stream; after two warm-up steps, R steps are timed and the
@@ -113,8 +115,57 @@ void time_steps(Engine& engine, streamkit::points_ref<float> observations, strea
   }
 }
 
+/// Median build + query time of `repeat` steps of `Engine` on the first n observations and m references.
+template <class Engine>
+double step_ms(streamkit::points_ref<float> observations, streamkit::points_ref<float> references,
+               streamkit::neighbors_ref<std::int32_t, float> result, streamkit::nearest_options const& options,
+               streamkit::stream const& s, int repeat)
+{
+  Engine engine(references, options, s);
+  std::vector<double> build_ms, query_ms, total_ms;
+  time_steps(engine, observations, references, result, s, repeat, build_ms, query_ms, total_ms);
+  return median(total_ms);
+}
+
+/// Both engines over a grid of uniform shapes (prefixes of one set of 2^22 + 2^22 points), k = 1, 4,
+/// 16; the brute force only where a step takes well under a second.
+int sweep()
+{
+  constexpr std::size_t most = std::size_t{1} << 22;
+  std::vector<float> const obs = uniform_pairs(most, 1), refs = uniform_pairs(most, 2);
+  streamkit::stream const s(0);
+  streamkit::device_buffer<float> d_obs(obs.size(), s), d_refs(refs.size(), s);
+  d_obs.copy_from_host_async(cuda::std::span<float const>(obs.data(), obs.size()), s);
+  d_refs.copy_from_host_async(cuda::std::span<float const>(refs.data(), refs.size()), s);
+  streamkit::device_buffer<std::int32_t> d_index(most * 16, s);
+  streamkit::nearest_options options;
+  options.on_invalid = streamkit::invalid_points::mark;
+  std::string const gpu = streamkit::device(0).name();
+  for (std::size_t k : {1, 4, 16}) {
+    for (std::size_t n = 1024; n <= most; n *= 2) {
+      for (std::size_t m = 256; m <= most; m *= 2) {
+        auto const observations = streamkit::points_ref<float>::interleaved(d_obs.data(), n, streamkit::angle_unit::degrees);
+        auto const references = streamkit::points_ref<float>::interleaved(d_refs.data(), m, streamkit::angle_unit::degrees);
+        auto const result = streamkit::neighbors_ref<std::int32_t, float>::dense(d_index.data(), nullptr, n, k);
+        double const pairs = static_cast<double>(n) * static_cast<double>(m);
+        double const brute = pairs <= (k == 1 ? 0x1p40 : 0x1p36)
+                               ? step_ms<streamkit::brute_force_index<float>>(observations, references, result, options, s, 3)
+                               : -1.0;
+        double const tree = step_ms<streamkit::tree_index<float>>(observations, references, result, options, s, 3);
+        bool const picks_tree = streamkit::detail::choose_engine(n, m, k, options.precision) == streamkit::search_engine::tree;
+        std::printf("{\"n\": %zu, \"m\": %zu, \"k\": %zu, \"brute_force_ms\": %.5f, \"tree_ms\": %.5f, \"picks\": \"%s\", "
+                    "\"gpu\": \"%s\"}\n",
+                    n, m, k, brute, tree, picks_tree ? "tree" : "brute_force", gpu.c_str());
+        std::fflush(stdout);
+      }
+    }
+  }
+  return 0;
+}
+
 int run(int argc, char** argv)
 {
+  if (argc == 2 && std::string(argv[1]) == "--sweep") { return sweep(); }
   arguments const a = parse(argc, argv);
   std::vector<float> const obs = a.uniform_m > 0 ? uniform_pairs(a.uniform_n, 1) : read_pairs(a.observations);
   std::vector<float> const refs = a.uniform_m > 0 ? uniform_pairs(a.uniform_m, 2) : read_pairs(a.references);

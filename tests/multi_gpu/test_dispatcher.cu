@@ -345,8 +345,8 @@ TEST_F(Dispatcher, BuiltInWorkloadsValidateBeforeWritingAnything)
                                                                    streamkit::neighbors_ref<std::int32_t, float>::dense(index, nullptr, 1), {}),
                               std::invalid_argument, "result.count: 1 rows for 2 observations");
   STREAMKIT_EXPECT_THROW_WITH(streamkit::dispatch_nearest_neighbor(d, points::separate(lat, lon, 2), points::separate(lat, lon, 2),
-                                                                   streamkit::neighbors_ref<std::int32_t, float>::dense(index, nullptr, 2, 2), {}),
-                              std::invalid_argument, "result.k: 2 neighbours asked; this search answers k from 1 to 1");
+                                                                   streamkit::neighbors_ref<std::int32_t, float>::dense(index, nullptr, 2, 33), {}),
+                              std::invalid_argument, "result.k: 33 neighbours asked; this search answers k from 1 to 32");
   float bad_lat[2] = {0.1F, 2.0F};  // 2 rad is beyond the pole
   // Invalid coordinates are found on the device, inside the chunk: the chunk's error names them,
   // whether the result goes through staging (pageable) or straight to pinned memory.
@@ -376,7 +376,7 @@ TEST_F(Dispatcher, BuiltInWorkloadsValidateBeforeWritingAnything)
   for (double v : y) { EXPECT_EQ(v, -1.0); }
 }
 
-TEST_F(Dispatcher, NearestNeighbourMatchesTheSingleGpuPath)
+TEST_F(Dispatcher, NearestNeighboursMatchTheSingleGpuPathForAnyLanesChunksAndK)
 {
   std::mt19937_64 rng(streamkit_test::fresh_seed());
   std::uniform_real_distribution<float> u(0.0F, 1.0F);
@@ -390,27 +390,40 @@ TEST_F(Dispatcher, NearestNeighbourMatchesTheSingleGpuPath)
     ref_lat[j] = std::asin(2.0F * u(rng) - 1.0F);
     ref_lon[j] = 6.2831853F * u(rng) - 3.1415926F;
   }
-  // Single GPU, device resident.
+  // Single GPU, device resident; exact ranking, so that every engine the front end may pick for a
+  // chunk size gives the same answer. Then one GPU, three lanes on one GPU, and every GPU.
   streamkit::stream const s(0);
   auto const d_obs_lat = streamkit_test::to_device(obs_lat, s), d_obs_lon = streamkit_test::to_device(obs_lon, s);
   auto const d_ref_lat = streamkit_test::to_device(ref_lat, s), d_ref_lon = streamkit_test::to_device(ref_lon, s);
-  auto d_index = streamkit_test::to_device(std::vector<std::int32_t>(n, -7), s);
-  auto d_distance = streamkit_test::to_device(std::vector<float>(n, -1.0F), s);
-  streamkit::nearest_neighbor_async(streamkit::points_ref<float>::separate(d_obs_lat.data(), d_obs_lon.data(), n),
-                                    streamkit::points_ref<float>::separate(d_ref_lat.data(), d_ref_lon.data(), m),
-                                    streamkit::neighbors_ref<std::int32_t, float>::dense(d_index.data(), d_distance.data(), n), {}, s);
-  auto const expected_index = streamkit_test::to_host(d_index, s);
-  auto const expected_distance = streamkit_test::to_host(d_distance, s);
-  for (auto const& devices : std::vector<std::vector<int>>{{0}, {0, 0, 0}}) {
-    for (std::size_t chunk : {std::size_t{0}, std::size_t{4999}, 2 * n}) {
-      streamkit::dispatcher d({devices, 2});
-      std::vector<std::int32_t> index(n, -7);
-      std::vector<float> distance(n, -1.0F);
-      streamkit::dispatch_nearest_neighbor(d, streamkit::points_ref<float>::separate(obs_lat.data(), obs_lon.data(), n),
-                                           streamkit::points_ref<float>::separate(ref_lat.data(), ref_lon.data(), m),
-                                           streamkit::neighbors_ref<std::int32_t, float>::dense(index.data(), distance.data(), n), {}, chunk);
-      EXPECT_EQ(index, expected_index);
-      EXPECT_EQ(distance, expected_distance);
+  streamkit::nearest_options options;
+  options.precision = streamkit::nn_precision::exact;
+  std::vector<std::vector<int>> device_sets{{0}, {0, 0, 0}};
+  if (streamkit::device_count() >= 2) {
+    device_sets.emplace_back();
+    for (int g = 0; g < streamkit::device_count(); ++g) { device_sets.back().push_back(g); }
+  }
+  for (std::size_t k : {std::size_t{1}, std::size_t{16}}) {
+    auto d_index = streamkit_test::to_device(std::vector<std::int32_t>(n * k, -7), s);
+    auto d_distance = streamkit_test::to_device(std::vector<float>(n * k, -1.0F), s);
+    streamkit::nearest_neighbor_async(streamkit::points_ref<float>::separate(d_obs_lat.data(), d_obs_lon.data(), n),
+                                      streamkit::points_ref<float>::separate(d_ref_lat.data(), d_ref_lon.data(), m),
+                                      streamkit::neighbors_ref<std::int32_t, float>::dense(d_index.data(), d_distance.data(), n, k),
+                                      options, s);
+    auto const expected_index = streamkit_test::to_host(d_index, s);
+    auto const expected_distance = streamkit_test::to_host(d_distance, s);
+    for (auto const& devices : device_sets) {
+      for (std::size_t chunk : {std::size_t{0}, std::size_t{4999}, 2 * n}) {
+        SCOPED_TRACE("k " + std::to_string(k) + ", " + std::to_string(devices.size()) + " lanes, chunk " + std::to_string(chunk));
+        streamkit::dispatcher d({devices, 2});
+        std::vector<std::int32_t> index(n * k, -7);
+        std::vector<float> distance(n * k, -1.0F);
+        streamkit::dispatch_nearest_neighbor(d, streamkit::points_ref<float>::separate(obs_lat.data(), obs_lon.data(), n),
+                                             streamkit::points_ref<float>::separate(ref_lat.data(), ref_lon.data(), m),
+                                             streamkit::neighbors_ref<std::int32_t, float>::dense(index.data(), distance.data(), n, k),
+                                             options, chunk);
+        EXPECT_EQ(index, expected_index);
+        EXPECT_EQ(distance, expected_distance);
+      }
     }
   }
 }

@@ -768,7 +768,7 @@ TEST_F(KNearest, ResultsDoNotDependOnTheLaunchConfiguration)
   // The tree searches fewer than detail::tree_sort_threshold observations in their own order and
   // more after sorting them; the brute force's slicing depends on n. The same observations asked as
   // one call, as slices, and into a table with row stride > k must get the same answer.
-  ASSERT_EQ(streamkit::detail::tree_sort_threshold, 4096U) << "the slices below are chosen around this threshold";
+  ASSERT_EQ(streamkit::detail::tree_sort_threshold, 64U) << "the slices below are chosen around this threshold";
   constexpr std::size_t n = 6000;
   point_set obs_points = uniform_points(n - 1000, rng);
   add_cluster(obs_points, 48.8566, 2.3522, 5.0, 1000, rng);
@@ -792,11 +792,11 @@ TEST_F(KNearest, ResultsDoNotDependOnTheLaunchConfiguration)
         }
       };
       poisoned_result<std::int32_t, float> whole(n, k, k, s);
-      query(obs.points, whole.ref());  // n ≥ 4096: the tree sorts
+      query(obs.points, whole.ref());  // n ≥ 64: the tree sorts
       auto const want = fetch(whole, s);
       check(want, expected, obs.seen, refs.seen, k, k, e, exact);
 
-      for (std::size_t const split : {std::size_t{1000}, std::size_t{3000}}) {  // 1000 + 5000 (sorted), 3000 + 3000 (both unsorted)
+      for (std::size_t const split : {std::size_t{40}, std::size_t{3000}}) {  // 40 (unsorted) + 5960 (sorted), 3000 + 3000
         poisoned_result<std::int32_t, float> parts(n, k, k, s);
         query(obs.rows(0, split), parts.rows(0, split));
         query(obs.rows(split, n - split), parts.rows(split, n - split));
