@@ -8,8 +8,14 @@
 //                          every shared-memory access and would take hours over them)
 //
 // The extreme shapes are named after the launch-size thresholds of the code they sit at
-// (detail/minmax_plan.hpp, detail/launch.hpp, detail/nearest_neighbor_kernels.cuh); the giant ones
-// run only where the GPU and the host have the memory, and say so when they do not.
+// (detail/minmax_plan.hpp, detail/launch.hpp, detail/nearest_neighbor_kernels.cuh, the tree's
+// detail/tree_impl.cuh and tree_kernels.cuh); the giant ones run only where the GPU and the host have
+// the memory, and say so when they do not.
+//
+// Nearest neighbour: every engine (brute_force_index, tree_index), the front end (nearest_index), the
+// one-shot and the multi-GPU searches, for k from 1 to max_neighbors into rows of a stride up to
+// k + 2 (the gaps poisoned and checked), sometimes within a max_distance; k-nearest and float64-ranked
+// answers are checked with expect_knn, the brute force's k = 1 with expect_nearest.
 #include "gpu_test.hpp"
 #include "preprocessing/minmax_reference.hpp"
 #include "spatial/nearest_reference.hpp"
@@ -26,6 +32,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -36,6 +43,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -425,13 +433,35 @@ TEST_F(ShapeFuzz, MinMaxGiantShapesMatchTheReference)
 // ---------------------------------------------------------------------------------------------
 // Nearest neighbour
 
-enum class nearest_entry { index_query, index_query_scratch, index_update, one_shot_async, one_shot, dispatch, multi_gpu_update };
+enum class nearest_entry {
+  index_query,
+  index_query_scratch,
+  index_update,
+  tree_query,
+  tree_query_scratch,
+  tree_update,
+  front_end_query,
+  front_end_prepared,
+  front_end_blocking,
+  one_shot_async,
+  one_shot,
+  dispatch,
+  multi_gpu_update,
+};
+constexpr int nearest_entry_count = static_cast<int>(nearest_entry::multi_gpu_update) + 1;
+
 char const* name_of(nearest_entry e)
 {
   switch (e) {
     case nearest_entry::index_query: return "brute_force_index::query_async";
     case nearest_entry::index_query_scratch: return "brute_force_index::query_async with a scratch";
     case nearest_entry::index_update: return "brute_force_index::update then query";
+    case nearest_entry::tree_query: return "tree_index::query_async";
+    case nearest_entry::tree_query_scratch: return "tree_index::query_async with a scratch";
+    case nearest_entry::tree_update: return "tree_index::update then query";
+    case nearest_entry::front_end_query: return "nearest_index::query_async";
+    case nearest_entry::front_end_prepared: return "nearest_index::prepare then const query_async with a scratch";
+    case nearest_entry::front_end_blocking: return "nearest_index::query";
     case nearest_entry::one_shot_async: return "nearest_neighbor_async";
     case nearest_entry::one_shot: return "nearest_neighbor";
     case nearest_entry::multi_gpu_update: return "multi_gpu_nearest_neighbor::update then query";
@@ -440,31 +470,99 @@ char const* name_of(nearest_entry e)
   return "dispatch_nearest_neighbor";
 }
 
+char const* name_of(streamkit::search_engine e) { return e == streamkit::search_engine::tree ? "tree" : "brute force"; }
+
+char const* name_of(streamkit::distance_unit u)
+{
+  switch (u) {
+    case streamkit::distance_unit::kilometres: return "km";
+    case streamkit::distance_unit::metres: return "m";
+    case streamkit::distance_unit::radians: break;
+  }
+  return "rad";
+}
+
+bool is_multi_gpu(nearest_entry e) { return e == nearest_entry::dispatch || e == nearest_entry::multi_gpu_update; }
+bool is_front_end(nearest_entry e)
+{
+  return e == nearest_entry::front_end_query || e == nearest_entry::front_end_prepared || e == nearest_entry::front_end_blocking;
+}
+/// The blocking calls: with invalid_points::reject they throw for invalid observations before writing.
+bool is_blocking(nearest_entry e) { return e == nearest_entry::one_shot || e == nearest_entry::front_end_blocking; }
+
 struct nearest_case {
   nearest_entry entry = nearest_entry::index_query;
   bool is_double = false;
   bool int64 = false;
   std::size_t n = 1, m = 1;
+  std::size_t k = 1;       // neighbours per row
   std::size_t stride = 1;  // 1: separate arrays; 2 and more: lat and lon interleaved in records of `stride`
-  std::size_t result_stride = 1;  // elements between result rows (the gaps must stay untouched)
+  std::size_t result_stride = 1;  // elements between result rows, ≥ k (the gaps must stay untouched)
   bool pinned = false;            // multi-GPU entries: host observations and results page-locked
   streamkit::angle_unit unit = streamkit::angle_unit::degrees;
   streamkit::nn_precision precision = streamkit::nn_precision::fast;
   streamkit::distance_unit distance = streamkit::distance_unit::radians;
+  double max_distance = std::numeric_limits<double>::infinity();  // options.max_distance, in `distance`
   bool with_distance = true;
   streamkit::invalid_points on_invalid = streamkit::invalid_points::reject;
-  bool invalid_observations = false;  // with reject: the blocking call must throw and write nothing
+  bool invalid_observations = false;  // with reject: the blocking calls must throw and write nothing
   bool clustered = false;             // many near-ties and duplicates
-  std::size_t chunk_items = 0;        // dispatch only
+  bool prior_set = false;             // nearest_index entries: built on another set of another size and queried, then updated
+  std::size_t chunk_items = 0;        // multi-GPU entries only
+
+  /// The engine that answers: the engines' own entries theirs, the front end and the one-shot calls the
+  /// cost model's pick for the shape; none for the multi-GPU entries, whose front end picks per chunk
+  /// (and the chunks' size depends on the number of GPUs when chunk_items is 0).
+  [[nodiscard]] std::optional<streamkit::search_engine> engine() const
+  {
+    switch (entry) {
+      case nearest_entry::index_query:
+      case nearest_entry::index_query_scratch:
+      case nearest_entry::index_update: return streamkit::search_engine::brute_force;
+      case nearest_entry::tree_query:
+      case nearest_entry::tree_query_scratch:
+      case nearest_entry::tree_update: return streamkit::search_engine::tree;
+      case nearest_entry::front_end_query:
+      case nearest_entry::front_end_prepared:
+      case nearest_entry::front_end_blocking:
+      case nearest_entry::one_shot_async:
+      case nearest_entry::one_shot: return streamkit::detail::choose_engine(n, m, k, precision);
+      case nearest_entry::dispatch:
+      case nearest_entry::multi_gpu_update: break;
+    }
+    return std::nullopt;
+  }
+  /// Whether the float32-ranked search (the brute force's k = 1 in fast mode) may answer: its answer
+  /// is not the float64 one, and it is checked with expect_nearest's fast-mode bound, without a
+  /// distance limit.
+  [[nodiscard]] bool float32_ranked() const
+  {
+    return k == 1 && precision == streamkit::nn_precision::fast && engine() != streamkit::search_engine::tree;
+  }
+
   [[nodiscard]] std::string describe() const
   {
     std::ostringstream s;
-    s << name_of(entry) << " " << (is_double ? "double" : "float") << (int64 ? " int64 " : " int32 ") << n << " x " << m << " stride "
-      << stride << " result stride " << result_stride << (pinned ? " pinned" : "") << (unit == streamkit::angle_unit::degrees ? " degrees" : " radians")
-      << (precision == streamkit::nn_precision::exact ? " exact" : " fast") << " distance unit " << static_cast<int>(distance)
-      << (with_distance ? "" : " no distance") << (on_invalid == streamkit::invalid_points::mark ? " mark" : " reject")
-      << (invalid_observations ? " with invalid observations" : "") << (clustered ? " clustered" : "");
-    if (entry == nearest_entry::dispatch || entry == nearest_entry::multi_gpu_update) { s << " chunk_items " << chunk_items; }
+    s << name_of(entry) << " " << (is_double ? "double" : "float") << (int64 ? " int64 " : " int32 ") << n << " x " << m << " k " << k
+      << " stride " << stride << " result stride " << result_stride << (pinned ? " pinned" : "")
+      << (unit == streamkit::angle_unit::degrees ? " degrees" : " radians") << (precision == streamkit::nn_precision::exact ? " exact" : " fast")
+      << " distance unit " << name_of(distance) << (with_distance ? "" : " no distance")
+      << (on_invalid == streamkit::invalid_points::mark ? " mark" : " reject") << (invalid_observations ? " with invalid observations" : "")
+      << (clustered ? " clustered" : "") << (prior_set ? " after a query of a prior set" : "");
+    if (max_distance != std::numeric_limits<double>::infinity()) {
+      s.precision(17);
+      s << " max_distance " << max_distance << " " << name_of(distance);
+    }
+    if (auto const e = engine()) {
+      s << " engine " << name_of(*e);
+    } else {
+      s << " engine per chunk";
+      if (chunk_items != 0) {
+        s << " (" << name_of(streamkit::detail::choose_engine(std::min(chunk_items, n), m, k, precision)) << " for a chunk of "
+          << std::min(chunk_items, n) << ")";
+      }
+    }
+    if (is_multi_gpu(entry)) { s << " chunk_items " << chunk_items; }
     return s.str();
   }
 };
@@ -509,19 +607,22 @@ std::vector<T> records_of(std::vector<T> const& lat, std::vector<T> const& lon, 
   return records;
 }
 
-/// Row 0 of every result row of `stride` elements; fails if an element between rows was written.
+/// Element 0 of every result row of `stride` elements; fails if an element of a row past its first k,
+/// in the gap before the next row, no longer holds `poison`.
 template <class V>
-std::vector<V> first_of_rows(std::vector<V> const& rows, std::size_t stride, V poison)
+std::vector<V> first_of_rows(std::vector<V> const& rows, std::size_t stride, std::size_t k, V poison)
 {
   std::vector<V> first(rows.size() / stride);
+  std::size_t written = 0;
+  std::ostringstream where;
   for (std::size_t i = 0; i < first.size(); ++i) {
     first[i] = rows[i * stride];
-    for (std::size_t j = 1; j < stride; ++j) {
-      if (!(rows[i * stride + j] == poison)) {
-        ADD_FAILURE() << "row " << i << ", column " << j << " beyond k = 1 was written";
-        return first;
-      }
+    for (std::size_t j = k; j < stride; ++j) {
+      if (!(rows[i * stride + j] == poison) && written++ < 5) { where << " row " << i << " element " << j << ";"; }
     }
+  }
+  if (written > 0) {
+    ADD_FAILURE() << written << " element(s) beyond k = " << k << " in rows of stride " << stride << " written:" << where.str();
   }
   return first;
 }
@@ -563,6 +664,29 @@ double scale_of(streamkit::distance_unit unit)
   return 1.0;
 }
 
+/// Checks the n result rows of `result_stride` elements (the poison still between them) against the
+/// float64 CPU reference. Where the brute force may answer k = 1 without a distance limit: element 0
+/// of each row with expect_nearest, as before k-nearest searches existed (its fast mode ranks in
+/// float32: within the fast-mode bound of the nearest; its exact mode: the float64 answer). Every
+/// other search is float64-ranked: expect_knn, with neighbours beyond max_distance expected as −1
+/// and NaN.
+template <class T, class Index>
+void expect_neighbours(nearest_case const& c, streamkit_test::radians_set const& obs, streamkit_test::radians_set const& refs,
+                       std::vector<Index> const& got_index, std::vector<T> const& got_distance)
+{
+  double const scale = scale_of(c.distance);
+  bool const limited = c.max_distance != std::numeric_limits<double>::infinity();
+  if (c.k == 1 && c.engine() != streamkit::search_engine::tree && !limited) {
+    auto const index = first_of_rows(got_index, c.result_stride, 1, static_cast<Index>(streamkit_test::poison_index));
+    auto const distance =
+      c.with_distance ? first_of_rows(got_distance, c.result_stride, 1, static_cast<T>(streamkit_test::poison_distance)) : got_distance;
+    streamkit_test::expect_nearest(obs, refs, index, distance, c.precision, scale);
+    return;
+  }
+  ASSERT_FALSE(c.float32_ranked()) << "a float32-ranked search is checked only without a distance limit";
+  streamkit_test::expect_knn(obs, refs, got_index, got_distance, c.k, c.result_stride, scale, c.max_distance / scale);
+}
+
 template <class T, class Index>
 void run_nearest(nearest_case const& c, std::mt19937_64& rng, streamkit::stream const& s, streamkit::dispatcher& gpus)
 {
@@ -584,11 +708,14 @@ void run_nearest(nearest_case const& c, std::mt19937_64& rng, streamkit::stream 
   options.precision = c.precision;
   options.on_invalid = c.on_invalid;
   options.unit = c.distance;
+  options.max_distance = c.max_distance;
 
+  Index const index_poison = static_cast<Index>(streamkit_test::poison_index);
+  T const distance_poison = static_cast<T>(streamkit_test::poison_distance);
   std::size_t const rows = c.n * c.result_stride;
-  std::vector<Index> got_index(rows, Index{-7});
-  std::vector<T> got_distance(c.with_distance ? rows : 0, T(-12345));
-  if (c.entry == nearest_entry::dispatch || c.entry == nearest_entry::multi_gpu_update) {
+  std::vector<Index> got_index(rows, index_poison);
+  std::vector<T> got_distance(c.with_distance ? rows : 0, distance_poison);
+  if (is_multi_gpu(c.entry)) {
     auto const obs_lat = streamkit_test::converted<T>(obs_points.lat, c.unit), obs_lon = streamkit_test::converted<T>(obs_points.lon, c.unit);
     auto const ref_lat = streamkit_test::converted<T>(ref_points.lat, c.unit), ref_lon = streamkit_test::converted<T>(ref_points.lon, c.unit);
     // Host points in the case's layout: separate arrays, or records; pageable or pinned.
@@ -613,15 +740,15 @@ void run_nearest(nearest_case const& c, std::mt19937_64& rng, streamkit::stream 
     T* distance = c.with_distance ? got_distance.data() : nullptr;
     if (c.pinned) {
       pinned_index = streamkit::pinned_buffer<Index>(rows);
-      std::fill(pinned_index.begin(), pinned_index.end(), Index{-7});
+      std::fill(pinned_index.begin(), pinned_index.end(), index_poison);
       index = pinned_index.data();
       if (c.with_distance) {
         pinned_distance = streamkit::pinned_buffer<T>(rows);
-        std::fill(pinned_distance.begin(), pinned_distance.end(), T(-12345));
+        std::fill(pinned_distance.begin(), pinned_distance.end(), distance_poison);
         distance = pinned_distance.data();
       }
     }
-    streamkit::neighbors_ref<Index, T> const result{index, distance, c.n, 1, c.result_stride, nullptr};
+    streamkit::neighbors_ref<Index, T> const result{index, distance, c.n, c.k, c.result_stride, nullptr};
     if (c.entry == nearest_entry::dispatch) {
       streamkit::dispatch_nearest_neighbor(gpus, observations, references, result, options, c.chunk_items);
     } else {
@@ -637,10 +764,8 @@ void run_nearest(nearest_case const& c, std::mt19937_64& rng, streamkit::stream 
       std::copy(pinned_index.begin(), pinned_index.end(), got_index.begin());
       if (c.with_distance) { std::copy(pinned_distance.begin(), pinned_distance.end(), got_distance.begin()); }
     }
-    streamkit_test::expect_nearest(streamkit_test::as_seen(obs_lat, obs_lon, c.unit), streamkit_test::as_seen(ref_lat, ref_lon, c.unit),
-                                   first_of_rows(got_index, c.result_stride, Index{-7}),
-                                   c.with_distance ? first_of_rows(got_distance, c.result_stride, T(-12345)) : got_distance, c.precision,
-                                   scale_of(c.distance));
+    expect_neighbours(c, streamkit_test::as_seen(obs_lat, obs_lon, c.unit), streamkit_test::as_seen(ref_lat, ref_lon, c.unit), got_index,
+                      got_distance);
     return;
   }
 
@@ -650,8 +775,10 @@ void run_nearest(nearest_case const& c, std::mt19937_64& rng, streamkit::stream 
   std::optional<streamkit::device_buffer<T>> d_distance;
   if (c.with_distance) { d_distance.emplace(to_device(got_distance, s)); }
   auto d_invalid = to_device(std::vector<unsigned long long>{0}, s);
-  streamkit::neighbors_ref<Index, T> const result{d_index.data(), c.with_distance ? d_distance->data() : nullptr, c.n, 1,
+  streamkit::neighbors_ref<Index, T> const result{d_index.data(), c.with_distance ? d_distance->data() : nullptr, c.n, c.k,
                                                   c.result_stride, d_invalid.data()};
+  // Another set of another size, on which an index is built before it is updated to the references.
+  auto const other_set = [&] { return upload<T>(streamkit_test::uniform_points(log_uniform(rng, 1, 2 * c.m), rng), nearest_case{}, s); };
   auto const search = [&] {
     switch (c.entry) {
       case nearest_entry::index_query: {
@@ -667,12 +794,60 @@ void run_nearest(nearest_case const& c, std::mt19937_64& rng, streamkit::stream 
         break;
       }
       case nearest_entry::index_update: {
-        // Prepared first on another set of another size, then updated to this one.
-        auto const other = upload<T>(streamkit_test::uniform_points(log_uniform(rng, 1, 2 * c.m), rng), nearest_case{}, s);
-        streamkit::nearest_options lenient = options;
-        streamkit::brute_force_index<T> index(other.ref, lenient, s);
+        auto const other = other_set();
+        streamkit::brute_force_index<T> index(other.ref, options, s);
         index.update(refs.ref, s);
         index.query_async(obs.ref, result, s);
+        break;
+      }
+      case nearest_entry::tree_query: {
+        streamkit::tree_index<T> index(refs.ref, options, s);
+        index.query_async(obs.ref, result, s);
+        break;
+      }
+      case nearest_entry::tree_query_scratch: {
+        streamkit::tree_index<T> const index(refs.ref, options, s);
+        streamkit::nearest_scratch scratch;
+        index.query_async(obs.ref, result, s, scratch);
+        s.sync();  // the index and the scratch must outlive the query
+        break;
+      }
+      case nearest_entry::tree_update: {
+        auto const other = other_set();
+        streamkit::tree_index<T> index(other.ref, options, s);
+        index.update(refs.ref, s);
+        index.query_async(obs.ref, result, s);
+        break;
+      }
+      case nearest_entry::front_end_query:
+      case nearest_entry::front_end_prepared:
+      case nearest_entry::front_end_blocking: {
+        std::optional<device_points<T>> other;
+        std::optional<streamkit::device_buffer<Index>> prior_result;
+        std::optional<streamkit::nearest_index<T>> index;
+        if (c.prior_set) {
+          // Built and queried on another set (a tree is built if one is picked for it), then updated:
+          // the next query must not use what was prepared for the other set.
+          other.emplace(other_set());
+          index.emplace(other->ref, options, s);
+          prior_result.emplace(c.n * c.k, s);
+          index->query_async(obs.ref, streamkit::neighbors_ref<Index, T>::dense(prior_result->data(), nullptr, c.n, c.k), s);
+          index->update(refs.ref, s);
+        } else {
+          index.emplace(refs.ref, options, s);
+        }
+        EXPECT_EQ(index->engine_for(c.n, c.k), *c.engine()) << "nearest_index::engine_for";
+        if (c.entry == nearest_entry::front_end_query) {
+          index->query_async(obs.ref, result, s);
+        } else if (c.entry == nearest_entry::front_end_prepared) {
+          index->prepare(c.n, c.k, s);
+          streamkit::nearest_scratch scratch;
+          std::as_const(*index).query_async(obs.ref, result, s, scratch);
+          s.sync();  // the index and the scratch must outlive the query
+        } else {
+          index->query(obs.ref, result, s);
+        }
+        s.sync();  // the other set and the prior result outlive the queries that read and write them
         break;
       }
       case nearest_entry::one_shot_async: streamkit::nearest_neighbor_async(obs.ref, refs.ref, result, options, s); break;
@@ -681,51 +856,117 @@ void run_nearest(nearest_case const& c, std::mt19937_64& rng, streamkit::stream 
       case nearest_entry::multi_gpu_update: break;
     }
   };
-  // The blocking form rejects; the asynchronous ones mark and count on the device.
-  if (c.invalid_observations && c.on_invalid == streamkit::invalid_points::reject && c.entry == nearest_entry::one_shot) {
+  // The blocking forms reject; the asynchronous ones mark and count on the device.
+  if (c.invalid_observations && c.on_invalid == streamkit::invalid_points::reject && is_blocking(c.entry)) {
     STREAMKIT_EXPECT_THROW_WITH(search(), std::invalid_argument, "observations: ");
-    for (Index j : to_host(d_index, s)) { ASSERT_EQ(j, Index{-7}) << "a rejected search wrote an index"; }
+    for (Index j : to_host(d_index, s)) { ASSERT_EQ(j, index_poison) << "a rejected search wrote an index"; }
     return;
   }
   search();
-  got_index = first_of_rows(to_host(d_index, s), c.result_stride, Index{-7});
-  if (c.with_distance) { got_distance = first_of_rows(to_host(*d_distance, s), c.result_stride, T(-12345)); }
-  streamkit_test::expect_nearest(obs.seen, refs.seen, got_index, got_distance, c.precision, scale_of(c.distance));
+  got_index = to_host(d_index, s);
+  if (c.with_distance) { got_distance = to_host(*d_distance, s); }
+  expect_neighbours(c, obs.seen, refs.seen, got_index, got_distance);
   std::size_t invalid = 0;
   for (char valid : obs.seen.valid) { invalid += valid ? 0 : 1; }
   EXPECT_EQ(to_host(d_invalid, s)[0], invalid) << "result.invalid_count";
+}
+
+/// Neighbours per row: 1 half the time; else 2 to max_neighbors, with extra weight on 2, 16 and 32
+/// and on the edges of the engines' list sizes (1, 2, 4, 8, 16, 32: knn_list.cuh).
+std::size_t random_k(std::mt19937_64& rng)
+{
+  if (std::bernoulli_distribution(0.5)(rng)) { return 1; }
+  double const u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+  if (u < 0.3) {
+    std::size_t const favoured[] = {2, 16, streamkit::max_neighbors};
+    return favoured[std::uniform_int_distribution<int>(0, 2)(rng)];
+  }
+  if (u < 0.45) {
+    std::size_t const edges[] = {3, 4, 5, 8, 9, 17};
+    return edges[std::uniform_int_distribution<int>(0, 5)(rng)];
+  }
+  return std::uniform_int_distribution<std::size_t>(2, streamkit::max_neighbors)(rng);
+}
+
+/// Thresholds an observation count can sit at: observations per pass-1 block of the brute force
+/// (1024 fast, 512 exact; the k-nearest pass 1: 128), the tree's sorting of observations.
+std::vector<std::size_t> nearest_observation_thresholds()
+{
+  return {1, 2, 32, 128, 512, 1024, 2048, 4096, streamkit::detail::tree_sort_threshold};
+}
+
+/// ... and a reference count: the brute force's tiles (512; the k-nearest pass 1: 256), and the tree's
+/// leaves: a power of two of them (the implicit tree's leaf count is rounded up to one), and one more
+/// leaf than a power of two (a tree of twice as many leaves, nearly half of them empty).
+std::vector<std::size_t> nearest_reference_thresholds()
+{
+  std::size_t const leaf = streamkit::detail::tree_leaf_size;
+  std::vector<std::size_t> thresholds{1, 2, 32, 128, 256, 512, 1024, 2048, 4096};
+  for (std::size_t leaves = 1; leaves <= std::size_t{1} << 16; leaves *= 2) {
+    thresholds.push_back(leaves * leaf);
+    if (leaves % 8 == 1) { thresholds.push_back((leaves + 1) * leaf); }  // 1, 8 + 1, 64 + 1, ... leaves
+  }
+  thresholds.push_back(3 * leaf);
+  return thresholds;
 }
 
 nearest_case random_nearest_case(std::mt19937_64& rng)
 {
   nearest_case c;
   std::bernoulli_distribution coin(0.5);
-  c.entry = static_cast<nearest_entry>(std::uniform_int_distribution<int>(0, 6)(rng));
+  c.entry = static_cast<nearest_entry>(std::uniform_int_distribution<int>(0, nearest_entry_count - 1)(rng));
   c.is_double = coin(rng);
   c.int64 = coin(rng);
   c.precision = coin(rng) ? streamkit::nn_precision::fast : streamkit::nn_precision::exact;
-  // Thresholds: observations per pass-1 block (1024 fast, 512 exact), the reference tile (512).
-  std::vector<std::size_t> const thresholds{1, 2, 32, 128, 512, 1024, 2048, 4096};
+  c.k = random_k(rng);
+  // Pairs: the CPU references (expect_nearest's and brute_force_knn) cost n × m.
   std::size_t const pairs = log_uniform(rng, 1, std::size_t{1} << 24);
-  if (coin(rng)) {
-    c.n = near_threshold_or_random(rng, thresholds, 1, pairs);
+  int const shape = std::uniform_int_distribution<int>(0, 19)(rng);
+  if (shape < 2 && c.k > 1) {  // fewer references than k: the rows end in −1 and NaN
+    c.m = std::uniform_int_distribution<std::size_t>(1, c.k - 1)(rng);
+    c.n = log_uniform(rng, 1, std::max<std::size_t>(1, pairs / c.m));
+  } else if (shape < 5) {  // at the tree's sorting of observations
+    long const delta = std::uniform_int_distribution<long>(-2, 2)(rng);
+    c.n = static_cast<std::size_t>(static_cast<long>(streamkit::detail::tree_sort_threshold) + delta);
+    c.m = log_uniform(rng, 1, std::max<std::size_t>(1, (std::size_t{1} << 24) / c.n));
+  } else if (shape < 12) {
+    c.n = near_threshold_or_random(rng, nearest_observation_thresholds(), 1, pairs);
     c.m = log_uniform(rng, 1, std::max<std::size_t>(1, pairs / c.n));
   } else {
-    c.m = near_threshold_or_random(rng, thresholds, 1, pairs);
+    c.m = near_threshold_or_random(rng, nearest_reference_thresholds(), 1, pairs);
     c.n = log_uniform(rng, 1, std::max<std::size_t>(1, pairs / c.m));
   }
+  c.result_stride = c.k + std::uniform_int_distribution<std::size_t>(0, 2)(rng);
+  // Host memory: the result rows, and the reference's k per row.
+  c.n = std::min(c.n, (std::size_t{1} << 24) / c.result_stride);
   c.stride = std::uniform_int_distribution<std::size_t>(1, 4)(rng);
   c.unit = coin(rng) ? streamkit::angle_unit::degrees : streamkit::angle_unit::radians;
   c.distance = static_cast<streamkit::distance_unit>(std::uniform_int_distribution<int>(0, 2)(rng));
   c.with_distance = std::bernoulli_distribution(0.8)(rng);
   c.on_invalid = coin(rng) ? streamkit::invalid_points::reject : streamkit::invalid_points::mark;
-  bool const multi_gpu = c.entry == nearest_entry::dispatch || c.entry == nearest_entry::multi_gpu_update;
+  bool const multi_gpu = is_multi_gpu(c.entry);
   c.invalid_observations = c.on_invalid == streamkit::invalid_points::reject && !multi_gpu && std::bernoulli_distribution(0.1)(rng);
-  c.result_stride = std::uniform_int_distribution<std::size_t>(1, 3)(rng);
   c.clustered = std::bernoulli_distribution(0.3)(rng);
+  c.prior_set = is_front_end(c.entry) && coin(rng);
   if (multi_gpu) {
     c.pinned = coin(rng);
     c.chunk_items = coin(rng) ? 0 : log_uniform(rng, 1, c.n);
+  }
+  // A distance limit around the distance of the k-th neighbour (the nearest cluster's when clustered),
+  // sometimes 0 (coincident references only); never where the float32-ranked search may answer.
+  if (std::bernoulli_distribution(0.2)(rng) && !c.float32_ranked()) {
+    if (std::bernoulli_distribution(0.05)(rng)) {
+      c.max_distance = 0.0;
+    } else {
+      // The k nearest of M uniform points lie within about 2 sqrt(k / M) radians (a cap of area 4πk / M);
+      // clustered references lie in about M / 500 spots, and the nearest spot holds k of them.
+      double const m = static_cast<double>(c.m);
+      double const spots = c.clustered ? std::max(1.0, m / 500.0) : m;
+      double const nearest = c.clustered ? 1.0 : std::min(static_cast<double>(c.k), m);
+      double const typical = std::min(streamkit::pi / 2, 2.0 * std::sqrt(nearest / spots));
+      double const factor = std::exp(std::uniform_real_distribution<double>(std::log(0.25), std::log(4.0))(rng));
+      c.max_distance = typical * factor * scale_of(c.distance);
+    }
   }
   return c;
 }
@@ -733,25 +974,53 @@ nearest_case random_nearest_case(std::mt19937_64& rng)
 std::vector<nearest_case> extreme_nearest_cases()
 {
   std::vector<nearest_case> cases;
-  auto const add = [&](std::size_t n, std::size_t m, streamkit::nn_precision precision, bool int64 = false) {
+  auto const add = [&](std::size_t n, std::size_t m, streamkit::nn_precision precision, bool int64 = false,
+                       nearest_entry entry = nearest_entry::index_query, std::size_t k = 1, std::size_t result_stride = 0) -> nearest_case& {
     nearest_case c;
     c.n = n;
     c.m = m;
     c.precision = precision;
     c.int64 = int64;
+    c.entry = entry;
+    c.k = k;
+    c.result_stride = result_stride == 0 ? k : result_stride;
     cases.push_back(c);
+    return cases.back();
   };
+  using streamkit::nn_precision;
   // Past the grid-stride kernels' cap (grid_stride_blocks × 256 observations), with few references.
   std::size_t const past_stride_cap = streamkit::detail::grid_stride_blocks * 256 + 259;
   // More tiles than pass 1 has slices (max_grid_yz × 512 references), with few observations.
   std::size_t const past_slice_cap = streamkit::detail::max_grid_yz * 512 + 7;
-  for (auto precision : {streamkit::nn_precision::fast, streamkit::nn_precision::exact}) {
+  for (auto precision : {nn_precision::fast, nn_precision::exact}) {
     add(1, 1, precision);
     add(past_stride_cap, 3, precision);
-    add(3, past_slice_cap, precision, precision == streamkit::nn_precision::exact);
+    add(3, past_slice_cap, precision, precision == nn_precision::exact);
     add((std::size_t{1} << 24) + 1, 1, precision);
     add(1, (std::size_t{1} << 24) + 1, precision);
   }
+
+  // The tree (tree_impl.cuh): leaves of tree_leaf_size under a tree of a power of two of leaves,
+  // observations sorted from tree_sort_threshold on.
+  std::size_t const leaf = streamkit::detail::tree_leaf_size;
+  std::size_t const sort_from = streamkit::detail::tree_sort_threshold;
+  add(1, 1, nn_precision::exact, false, nearest_entry::tree_query);                      // one leaf of one reference
+  add(1, 1, nn_precision::fast, false, nearest_entry::tree_query_scratch, 32, 33);       // M < k: 31 slots of −1
+  add(1, (std::size_t{1} << 20) + 1, nn_precision::fast, false, nearest_entry::tree_query, 32);  // 2^16 + 1 leaves in a tree of 2^17
+  add((std::size_t{1} << 22) + 3, 5, nn_precision::exact, true, nearest_entry::tree_query_scratch, 7, 9);  // sorted, M < k
+  add(5000, 33, nn_precision::fast, false, nearest_entry::tree_update, 32);  // k = 32 of M = 33: three leaves
+  add(sort_from - 1, 256 * leaf + 1, nn_precision::fast, false, nearest_entry::tree_query, 16, 17);  // just below sorting
+  add(sort_from, 256 * leaf + 1, nn_precision::exact, false, nearest_entry::tree_query_scratch, 16, 18);  // sorted
+  add(past_stride_cap, 3, nn_precision::fast, false, nearest_entry::tree_query, 2);  // tree_observation_keys' grid-stride loop
+  add(3, past_stride_cap, nn_precision::exact, true, nearest_entry::tree_update, 16);  // tree_reference_keys' loop, 2^21 leaves
+  // Shapes for which the front end's cost model picks the tree (engine_choice.hpp; the case's
+  // description names the engine picked), and the multi-GPU search's per chunk of 2^14.
+  add(std::size_t{1} << 16, (std::size_t{1} << 12) + 1, nn_precision::fast, false, nearest_entry::front_end_query, 16);
+  add(std::size_t{1} << 20, std::size_t{1} << 8, nn_precision::exact, false, nearest_entry::front_end_prepared, 2, 3).prior_set = true;
+  add(std::size_t{1} << 14, (std::size_t{1} << 12) + 1, nn_precision::fast, true, nearest_entry::front_end_blocking, 32);
+  add(std::size_t{1} << 16, std::size_t{1} << 12, nn_precision::exact, false, nearest_entry::one_shot_async, 8);
+  add(std::size_t{1} << 16, (std::size_t{1} << 12) + 1, nn_precision::fast, false, nearest_entry::multi_gpu_update, 32, 34).chunk_items =
+    std::size_t{1} << 14;
   return cases;
 }
 
