@@ -927,8 +927,10 @@ TEST_F(KNearest, FrontEndConstQueryNeedsPrepareWhenTheTreeIsPicked)
 
 TEST(KNearestHost, EngineChoiceOnTheBenchmarkShapes)
 {
-  // The shapes of the benchmarks: what the cost model must pick there (its constants may be
-  // recalibrated; these choices must survive that).
+  // The shapes of the benchmarks (fast precision, as benchmarked): what the cost model must pick there
+  // (its table may be re-measured; these choices must survive that). In exact precision the brute
+  // force's k = 1 kernel rescans in float64 and the tree wins sooner: 2^16 x 2^13 took 0.46 ms
+  // exact on the brute force against 0.24 ms on the tree (H100), and either pick is allowed there.
   using streamkit::detail::choose_engine;
   struct shape {
     std::size_t n, m, k;
@@ -936,10 +938,13 @@ TEST(KNearestHost, EngineChoiceOnTheBenchmarkShapes)
   };
   for (auto const& [n, m, k, want] : {shape{std::size_t{1} << 16, std::size_t{1} << 13, 1, search_engine::brute_force},
                                       shape{std::size_t{1} << 24, std::size_t{1} << 14, 1, search_engine::tree},
+                                      shape{1000000, 144563, 1, search_engine::tree},
+                                      shape{std::size_t{1} << 22, std::size_t{1} << 20, 1, search_engine::tree},
                                       shape{std::size_t{1} << 20, std::size_t{1} << 20, 16, search_engine::tree}}) {
-    for (auto const precision : {nn_precision::fast, nn_precision::exact}) {
-      EXPECT_STREQ(name_of(choose_engine(n, m, k, precision)), name_of(want))
-        << n << " observations x " << m << " references, k = " << k << (precision == nn_precision::fast ? ", fast" : ", exact");
+    EXPECT_STREQ(name_of(choose_engine(n, m, k, nn_precision::fast)), name_of(want))
+      << n << " observations x " << m << " references, k = " << k;
+    if (want == search_engine::tree) {
+      EXPECT_STREQ(name_of(choose_engine(n, m, k, nn_precision::exact)), name_of(want)) << n << " x " << m << ", exact";
     }
   }
 }

@@ -10,18 +10,20 @@
 /// the leaf count rounded up to a power of two) sits above them. No pointers, no per-node allocation:
 /// update() for a set no larger than before rebuilds in place.
 ///
-/// Query: observations are ordered by a 30-bit Morton key (from 4096 of them on), so that the 32
-/// threads of a warp hold neighbouring observations; a warp walks the tree together, depth first,
-/// entering a box when any of its threads may still find a point there, and each thread scans the
-/// leaves entered with its own list of k candidates in registers. A float32 filter, whose bound
+/// Query: observations are ordered by a 30-bit Morton key (from 64 of them on), so that the 32
+/// threads of a warp hold neighbouring observations. Each thread first scans the 32 references around
+/// its own key in the sorted reference order (a binary search over the kept keys), which gives it a
+/// tight bound; then a warp walks the tree together, depth first, entering a box when any of its
+/// threads may still find a point there, and each thread scans the leaves entered with its own list
+/// of k candidates in registers. A float32 filter, whose bound
 /// covers float32 rounding, decides which points are ranked in float64 (squared chords between float64
 /// unit vectors, as the brute force's exact mode), with ties to the smallest reference index: the
 /// answer is the float64 brute force's for every k in both precision modes. Reported distances are
 /// float64 haversines of the returned pairs.
 ///
 /// Cost: about 68 bytes per reference for the tree (sorted float and float64 vectors, float64
-/// coordinates, boxes) and 24 more of build scratch kept for the next update(); 16 bytes per
-/// observation of query scratch. Many references at one spot (exact duplicates, or thousands within a
+/// coordinates, boxes) and 24 more of build scratch kept for the next update() (queries read its
+/// sorted keys); 16 bytes per observation of query scratch. Many references at one spot (exact duplicates, or thousands within a
 /// few metres) make every box around them reachable, and a query there scans them all.
 ///
 /// Invalid points, reject/mark, blocking and `_async` forms, streams and memory resources: as
@@ -110,7 +112,8 @@ class tree_index {
 
   /// The number of references M (0 for a moved-from index).
   [[nodiscard]] std::size_t size() const noexcept { return count_; }
-  /// Device memory the index holds (tree and build scratch), in bytes; queries' scratch not counted.
+  /// Device memory the index holds (tree and build scratch, whose sorted keys queries read), in bytes;
+  /// queries' scratch not counted.
   [[nodiscard]] std::size_t memory_bytes() const noexcept { return tree_.size() + build_scratch_.size(); }
   /// Device counter of the invalid references of the last build, written in the order of its stream.
   [[nodiscard]] unsigned long long const* invalid_references() const noexcept { return invalid_counts_.data(); }
