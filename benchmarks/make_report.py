@@ -268,7 +268,7 @@ def plot_sweep(points, path, data):
     axes.set_xlabel("references M")
     axes.set_ylabel("build + query per step (ms)")
     smoke = " (smoke run, --quick)" if data.get("settings", {}).get("quick") else ""
-    axes.set_title(f"Exact nearest neighbour, N = {points[0]['n']:,} observations, k = 1{smoke}\n{data['gpu']}, {data['date']}",
+    axes.set_title(f"Nearest neighbour (brute force: fast mode; tree: float64 ranking), N = {points[0]['n']:,} observations, k = 1{smoke}\n{data['gpu']}, {data['date']}",
                    fontsize=9)
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(fontsize=8)

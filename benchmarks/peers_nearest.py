@@ -716,6 +716,9 @@ def run_numba(ctx, data, k, ref):
     if k != 1:
         return entry_for("numba_two_pass", "n/a", note="n/a: the notebook's kernel finds k = 1 only")
     try:
+        # numba-cuda on the device still refers to numpy.row_stack, which NumPy 2.5 removed (an alias of vstack).
+        if not hasattr(np, "row_stack"):
+            np.row_stack = np.vstack
         from numba import cuda
         if not cuda.is_available():
             return entry_for("numba_two_pass", "error", note="error: numba.cuda sees no GPU")
@@ -849,7 +852,10 @@ def versions(ctx):
     cupy = {dist: version(dist) for dist in ("cupy-cuda13x", "cupy-cuda12x", "cupy")}
     found.update({dist: v for dist, v in cupy.items() if v != "missing"} or {"cupy": "missing"})
     found["nvidia_driver"] = shell(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
-    found["streamkit_commit"] = shell(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"])
+    # A copy of the working tree (the device's) may carry older git metadata than its files: say so.
+    dirty = shell(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"])
+    found["streamkit_commit"] = shell(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]) + (
+        " with uncommitted changes" if dirty not in ("", "unknown") else "")
     found["bench_nn_files"] = str(ctx.bench_binary)
     return found
 
