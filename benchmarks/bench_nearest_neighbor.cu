@@ -34,31 +34,44 @@ streamkit::device_buffer<float> upload(std::vector<float> const& host, streamkit
   return buffer;
 }
 
+/// n uniform observations and m uniform references on the device, and an n × k result table.
+struct uniform_problem {
+  uniform_problem(std::size_t n, std::size_t m, std::size_t k, streamkit::stream const& s)
+  {
+    std::vector<float> lat, lon;
+    random_points(n, 1, lat, lon);
+    obs_lat = upload(lat, s);
+    obs_lon = upload(lon, s);
+    random_points(m, 2, lat, lon);
+    ref_lat = upload(lat, s);
+    ref_lon = upload(lon, s);
+    index = streamkit::device_buffer<std::int32_t>(n * k, s);
+    distance = streamkit::device_buffer<float>(n * k, s);
+    observations = streamkit::points_ref<float>::separate(obs_lat.data(), obs_lon.data(), n);
+    references = streamkit::points_ref<float>::separate(ref_lat.data(), ref_lon.data(), m);
+    result = streamkit::neighbors_ref<std::int32_t, float>::dense(index.data(), distance.data(), n, k);
+  }
+  streamkit::device_buffer<float> obs_lat, obs_lon, ref_lat, ref_lon;
+  streamkit::device_buffer<std::int32_t> index;
+  streamkit::device_buffer<float> distance;
+  streamkit::points_ref<float> observations, references;
+  streamkit::neighbors_ref<std::int32_t, float> result;
+};
+
 void nearest(benchmark::State& state, streamkit::nn_precision precision, bool include_prepare)
 {
   if (!streamkit_bench::require_gpu(state)) { return; }
   auto const n = static_cast<std::size_t>(state.range(0));
   auto const m = static_cast<std::size_t>(state.range(1));
   streamkit::stream const s(0);
-  std::vector<float> lat, lon;
-  random_points(n, 1, lat, lon);
-  auto const obs_lat = upload(lat, s);
-  auto const obs_lon = upload(lon, s);
-  random_points(m, 2, lat, lon);
-  auto const ref_lat = upload(lat, s);
-  auto const ref_lon = upload(lon, s);
-  streamkit::device_buffer<std::int32_t> index(n, s);
-  streamkit::device_buffer<float> distance(n, s);
+  uniform_problem const p(n, m, 1, s);
   streamkit::nearest_options options;
   options.precision = precision;
   options.on_invalid = streamkit::invalid_points::mark;  // no validation sync inside the timed region
-  auto const observations = streamkit::points_ref<float>::separate(obs_lat.data(), obs_lon.data(), n);
-  auto const references = streamkit::points_ref<float>::separate(ref_lat.data(), ref_lon.data(), m);
-  streamkit::brute_force_index<float> prepared(references, options, s);
-  auto const result = streamkit::neighbors_ref<std::int32_t, float>::dense(index.data(), distance.data(), n);
+  streamkit::brute_force_index<float> prepared(p.references, options, s);
   streamkit_bench::time_on_stream(state, s, [&](streamkit::stream_ref stream) {
-    if (include_prepare) { prepared.update(references, stream); }
-    prepared.query_async(observations, result, stream);
+    if (include_prepare) { prepared.update(p.references, stream); }
+    prepared.query_async(p.observations, p.result, stream);
   });
   state.counters["pairs_per_s"] =
     benchmark::Counter(static_cast<double>(n) * static_cast<double>(m), benchmark::Counter::kIsIterationInvariantRate);
@@ -76,24 +89,13 @@ void knn(benchmark::State& state)
   auto const m = static_cast<std::size_t>(state.range(1));
   auto const k = static_cast<std::size_t>(state.range(2));
   streamkit::stream const s(0);
-  std::vector<float> lat, lon;
-  random_points(n, 1, lat, lon);
-  auto const obs_lat = upload(lat, s);
-  auto const obs_lon = upload(lon, s);
-  random_points(m, 2, lat, lon);
-  auto const ref_lat = upload(lat, s);
-  auto const ref_lon = upload(lon, s);
-  streamkit::device_buffer<std::int32_t> index(n * k, s);
-  streamkit::device_buffer<float> distance(n * k, s);
+  uniform_problem const p(n, m, k, s);
   streamkit::nearest_options options;
   options.on_invalid = streamkit::invalid_points::mark;
-  auto const observations = streamkit::points_ref<float>::separate(obs_lat.data(), obs_lon.data(), n);
-  auto const references = streamkit::points_ref<float>::separate(ref_lat.data(), ref_lon.data(), m);
-  Engine engine(references, options, s);
-  auto const result = streamkit::neighbors_ref<std::int32_t, float>::dense(index.data(), distance.data(), n, k);
+  Engine engine(p.references, options, s);
   streamkit_bench::time_on_stream(state, s, [&](streamkit::stream_ref stream) {
-    engine.update(references, stream);
-    engine.query_async(observations, result, stream);
+    engine.update(p.references, stream);
+    engine.query_async(p.observations, p.result, stream);
   });
   state.counters["N"] = static_cast<double>(n);
   state.counters["M"] = static_cast<double>(m);

@@ -779,46 +779,34 @@ void run_nearest(nearest_case const& c, std::mt19937_64& rng, streamkit::stream 
                                                   c.result_stride, d_invalid.data()};
   // Another set of another size, on which an index is built before it is updated to the references.
   auto const other_set = [&] { return upload<T>(streamkit_test::uniform_points(log_uniform(rng, 1, 2 * c.m), rng), nearest_case{}, s); };
+  // One engine (brute force or tree), asked in one of three ways; the index and any scratch outlive the query.
+  enum class engine_call { query, query_with_scratch, update_then_query };
+  auto const engine_search = [&](auto&& index, engine_call call) {
+    if (call == engine_call::update_then_query) { index.update(refs.ref, s); }
+    if (call == engine_call::query_with_scratch) {
+      streamkit::nearest_scratch scratch;
+      std::as_const(index).query_async(obs.ref, result, s, scratch);
+      s.sync();
+    } else {
+      index.query_async(obs.ref, result, s);
+    }
+  };
   auto const search = [&] {
     switch (c.entry) {
-      case nearest_entry::index_query: {
-        streamkit::brute_force_index<T> index(refs.ref, options, s);
-        index.query_async(obs.ref, result, s);
+      case nearest_entry::index_query: engine_search(streamkit::brute_force_index<T>{refs.ref, options, s}, engine_call::query); break;
+      case nearest_entry::index_query_scratch:
+        engine_search(streamkit::brute_force_index<T>{refs.ref, options, s}, engine_call::query_with_scratch);
         break;
-      }
-      case nearest_entry::index_query_scratch: {
-        streamkit::brute_force_index<T> const index(refs.ref, options, s);
-        streamkit::nearest_scratch scratch;
-        index.query_async(obs.ref, result, s, scratch);
-        s.sync();  // the index and the scratch must outlive the query
+      case nearest_entry::index_update:
+        engine_search(streamkit::brute_force_index<T>{other_set().ref, options, s}, engine_call::update_then_query);
         break;
-      }
-      case nearest_entry::index_update: {
-        auto const other = other_set();
-        streamkit::brute_force_index<T> index(other.ref, options, s);
-        index.update(refs.ref, s);
-        index.query_async(obs.ref, result, s);
+      case nearest_entry::tree_query: engine_search(streamkit::tree_index<T>{refs.ref, options, s}, engine_call::query); break;
+      case nearest_entry::tree_query_scratch:
+        engine_search(streamkit::tree_index<T>{refs.ref, options, s}, engine_call::query_with_scratch);
         break;
-      }
-      case nearest_entry::tree_query: {
-        streamkit::tree_index<T> index(refs.ref, options, s);
-        index.query_async(obs.ref, result, s);
+      case nearest_entry::tree_update:
+        engine_search(streamkit::tree_index<T>{other_set().ref, options, s}, engine_call::update_then_query);
         break;
-      }
-      case nearest_entry::tree_query_scratch: {
-        streamkit::tree_index<T> const index(refs.ref, options, s);
-        streamkit::nearest_scratch scratch;
-        index.query_async(obs.ref, result, s, scratch);
-        s.sync();  // the index and the scratch must outlive the query
-        break;
-      }
-      case nearest_entry::tree_update: {
-        auto const other = other_set();
-        streamkit::tree_index<T> index(other.ref, options, s);
-        index.update(refs.ref, s);
-        index.query_async(obs.ref, result, s);
-        break;
-      }
       case nearest_entry::front_end_query:
       case nearest_entry::front_end_prepared:
       case nearest_entry::front_end_blocking: {

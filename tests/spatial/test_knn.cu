@@ -684,27 +684,18 @@ TEST_F(KNearest, InvalidPointsAreMarkedAndCountedOrRejectedTreeAndFrontEnd)
       poisoned_result<std::int32_t, float> out(rows, k, k, s);
       auto counter = to_device(std::vector<unsigned long long>{0}, s);
       auto const result = out.ref(counter.data());
+      // Marks on the device and counts the invalid references there.
+      auto const query_and_count_references = [&, observations = view](auto&& index) {
+        index.query_async(observations, result, s);
+        unsigned long long invalid_references = 0;
+        STREAMKIT_CUDA_TRY(cudaMemcpyAsync(&invalid_references, index.invalid_references(), sizeof invalid_references,
+                                           cudaMemcpyDeviceToHost, s.value()));
+        s.sync();
+        EXPECT_EQ(invalid_references, bad_refs);
+      };
       switch (e) {
-        case engine::tree: {
-          streamkit::tree_index<float> index(refs.points, mark, s);
-          index.query_async(view, result, s);
-          unsigned long long invalid_references = 0;
-          STREAMKIT_CUDA_TRY(cudaMemcpyAsync(&invalid_references, index.invalid_references(), sizeof invalid_references,
-                                             cudaMemcpyDeviceToHost, s.value()));
-          s.sync();
-          EXPECT_EQ(invalid_references, bad_refs);
-          break;
-        }
-        case engine::front_end: {
-          streamkit::nearest_index<float> index(refs.points, mark, s);
-          index.query_async(view, result, s);
-          unsigned long long invalid_references = 0;
-          STREAMKIT_CUDA_TRY(cudaMemcpyAsync(&invalid_references, index.invalid_references(), sizeof invalid_references,
-                                             cudaMemcpyDeviceToHost, s.value()));
-          s.sync();
-          EXPECT_EQ(invalid_references, bad_refs);
-          break;
-        }
+        case engine::tree: query_and_count_references(streamkit::tree_index<float>(refs.points, mark, s)); break;
+        case engine::front_end: query_and_count_references(streamkit::nearest_index<float>(refs.points, mark, s)); break;
         case engine::one_shot: streamkit::nearest_neighbor_async(view, refs.points, result, mark, s); break;
         case engine::brute_force: {
           streamkit::brute_force_index<float> index(refs.points, mark, s);

@@ -55,8 +55,8 @@
 namespace streamkit {
 
 /// The brute-force search engine: a prepared reference set that is searched pair by pair (every
-/// observation against every reference), the better engine for small reference sets; a spatial index
-/// with the same construct / update() / query interface may sit beside it. Preparation (unit vectors and double
+/// observation against every reference), the better engine for small shapes; tree_index, with the
+/// same construct / update() / query interface, is the other engine. Preparation (unit vectors and double
 /// coordinates, one pass over M points) is cheap, so call update() every time step when the
 /// references move; it reuses memory when the new set is no larger. Scratch memory for queries is
 /// kept and reused, so a loop of query_async() calls allocates nothing after the first.

@@ -192,15 +192,7 @@ template <class Index>
 void brute_force_index<T>::expect_query(points_ref<T> const& observations, neighbors_ref<Index, T> const& result,
                                         stream_ref stream) const
 {
-  STREAMKIT_EXPECTS(count_ > 0, std::logic_error, "brute_force_index: query of a moved-from index");
-  detail::expect_points(observations, "observations");
-  detail::expect_neighbors(result, observations.count);
-  detail::expect_index_capacity<Index>(count_);
-  if (observations.count == 0) { return; }
-  int const stream_device = stream.device();
-  STREAMKIT_EXPECTS(stream_device == device_, std::invalid_argument,
-                    "stream: belongs to device " + std::to_string(stream_device) + " but the reference set to device " +
-                      std::to_string(device_));
+  detail::expect_engine_query("brute_force_index", count_, device_, observations, result, stream);
 }
 
 template <class T>
@@ -208,13 +200,7 @@ template <class Index>
 void brute_force_index<T>::query(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream)
 {
   expect_query(observations, result, stream);
-  if (options_.on_invalid == invalid_points::reject && observations.count > 0) {
-    // The one place that waits before the search: reject means nothing is written.
-    device_guard guard(device_);
-    detail::reject_invalid_points(observations, options_, invalid_counts_.data(), stream);
-  }
-  query_async(observations, result, stream);
-  stream.sync();
+  detail::blocking_query(*this, options_, invalid_counts_.data(), device_, observations, result, stream);
 }
 
 }  // namespace streamkit

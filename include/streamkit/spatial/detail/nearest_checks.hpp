@@ -2,6 +2,7 @@
 // Validation and unit handling shared by the nearest-neighbour engines and the front end.
 
 #include <streamkit/core/error.hpp>
+#include <streamkit/core/stream_ref.hpp>
 #include <streamkit/spatial/haversine.hpp>
 #include <streamkit/spatial/nearest_options.hpp>
 #include <streamkit/spatial/points.hpp>
@@ -38,6 +39,13 @@ void expect_neighbors(neighbors_ref<Index, T> const& result, std::size_t n)
                     "result.index: null with " + std::to_string(n) + " observations");
 }
 
+/// The checks of every engine's query: a prepared index (`references` > 0, else std::logic_error
+/// naming `engine`), well-formed views and k, indices that fit Index, and (with observations) a stream
+/// of the index's device.
+template <class T, class Index>
+void expect_engine_query(char const* engine, std::size_t references, int device, points_ref<T> const& observations,
+                         neighbors_ref<Index, T> const& result, stream_ref stream);
+
 /// Throws unless every index of `m` references fits in Index.
 template <class Index>
 void expect_index_capacity(std::size_t m)
@@ -54,6 +62,21 @@ inline void expect_reference_count(std::size_t m)
   STREAMKIT_EXPECTS(m > 0, std::invalid_argument, "references: the reference set is empty (M = 0)");
   STREAMKIT_EXPECTS(m < std::size_t{1} << 32, std::invalid_argument,
                     "references: " + std::to_string(m) + " points; a search takes at most 2^32 - 1");
+}
+
+template <class T, class Index>
+void expect_engine_query(char const* engine, std::size_t references, int device, points_ref<T> const& observations,
+                         neighbors_ref<Index, T> const& result, stream_ref stream)
+{
+  STREAMKIT_EXPECTS(references > 0, std::logic_error, std::string(engine) + ": query of a moved-from index");
+  expect_points(observations, "observations");
+  expect_neighbors(result, observations.count);
+  expect_index_capacity<Index>(references);
+  if (observations.count == 0) { return; }
+  int const stream_device = stream.device();
+  STREAMKIT_EXPECTS(stream_device == device, std::invalid_argument,
+                    "stream: belongs to device " + std::to_string(stream_device) + " but the reference set to device " +
+                      std::to_string(device));
 }
 
 /// With invalid_points::reject, throws std::invalid_argument naming `argument` unless `invalid` is 0.

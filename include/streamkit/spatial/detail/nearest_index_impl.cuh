@@ -4,6 +4,7 @@
 #include <streamkit/core/error.hpp>
 #include <streamkit/spatial/detail/engine_choice.hpp>
 #include <streamkit/spatial/detail/nearest_checks.hpp>
+#include <streamkit/spatial/detail/nearest_launch.cuh>
 
 #include <stdexcept>
 
@@ -69,17 +70,9 @@ template <class T>
 template <class Index>
 void nearest_index<T>::query(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream)
 {
-  if (engine_for(observations.count, result.k) == search_engine::tree) {
-    brute_force_.expect_query(observations, result, stream);
-    if (options().on_invalid == invalid_points::reject && observations.count > 0) {
-      device_guard guard(stream.device());
-      detail::reject_invalid_points(observations, options(), brute_force_.invalid_counts_.data(), stream);
-    }
-    query_async(observations, result, stream);
-    stream.sync();
-  } else {
-    brute_force_.query(observations, result, stream);
-  }
+  brute_force_.expect_query(observations, result, stream);
+  detail::blocking_query(*this, options(), brute_force_.invalid_counts_.data(), brute_force_.device_, observations, result,
+                         stream);
 }
 
 namespace detail {
@@ -97,32 +90,41 @@ void expect_one_shot(points_ref<T> const& observations, points_ref<T> const& ref
 }
 }  // namespace detail
 
+namespace detail {
+/// A one-shot search: the engine the cost model picks for the shape, prepared on `stream`, then
+/// query_async() (`blocking` = false) or query().
+template <class T, class Index>
+void one_shot(points_ref<T> const& observations, points_ref<T> const& references, neighbors_ref<Index, T> const& result,
+              nearest_options const& options, stream_ref stream, device_resource_ref resource, bool blocking)
+{
+  expect_one_shot(observations, references, result, options);
+  auto const search = [&](auto&& index) {
+    if (blocking) {
+      index.query(observations, result, stream);
+    } else {
+      index.query_async(observations, result, stream);
+    }
+  };
+  if (choose_engine(observations.count, references.count, result.k, options.precision) == search_engine::tree) {
+    search(tree_index<T>(references, options, stream, resource));
+  } else {
+    search(brute_force_index<T>(references, options, stream, resource));
+  }
+}
+}  // namespace detail
+
 template <class T, class Index>
 void nearest_neighbor_async(points_ref<T> observations, points_ref<T> references, neighbors_ref<Index, T> result,
                             nearest_options const& options, stream_ref stream, device_resource_ref resource)
 {
-  detail::expect_one_shot(observations, references, result, options);
-  if (detail::choose_engine(observations.count, references.count, result.k, options.precision) == search_engine::tree) {
-    tree_index<T> index(references, options, stream, resource);
-    index.query_async(observations, result, stream);
-  } else {
-    brute_force_index<T> index(references, options, stream, resource);
-    index.query_async(observations, result, stream);
-  }
+  detail::one_shot(observations, references, result, options, stream, resource, false);
 }
 
 template <class T, class Index>
 void nearest_neighbor(points_ref<T> observations, points_ref<T> references, neighbors_ref<Index, T> result,
                       nearest_options const& options, stream_ref stream, device_resource_ref resource)
 {
-  detail::expect_one_shot(observations, references, result, options);
-  if (detail::choose_engine(observations.count, references.count, result.k, options.precision) == search_engine::tree) {
-    tree_index<T> index(references, options, stream, resource);
-    index.query(observations, result, stream);
-  } else {
-    brute_force_index<T> index(references, options, stream, resource);
-    index.query(observations, result, stream);
-  }
+  detail::one_shot(observations, references, result, options, stream, resource, true);
 }
 
 }  // namespace streamkit

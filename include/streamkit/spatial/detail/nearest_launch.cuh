@@ -2,6 +2,7 @@
 // Launch helpers shared by the nearest-neighbour engines.
 
 #include <streamkit/core/detail/launch.hpp>
+#include <streamkit/core/device.hpp>
 #include <streamkit/core/error.hpp>
 #include <streamkit/core/stream_ref.hpp>
 #include <streamkit/spatial/detail/nearest_checks.hpp>
@@ -27,6 +28,21 @@ void reject_invalid_points(points_ref<T> const& observations, nearest_options co
   stream.sync();
   expect_valid_points(options, invalid[0], "references");
   expect_valid_points(options, invalid[1], "observations");
+}
+
+/// The blocking form of a query on `engine` (prepared on `device`, its invalid-reference count at
+/// counts[0] and room for the observations' at counts[1]): with invalid_points::reject, counts, waits
+/// and throws before anything is written; then engine.query_async() and a wait.
+template <class Engine, class T, class Index>
+void blocking_query(Engine& engine, nearest_options const& options, unsigned long long* counts, int device,
+                    points_ref<T> const& observations, neighbors_ref<Index, T> const& result, stream_ref stream)
+{
+  if (options.on_invalid == invalid_points::reject && observations.count > 0) {
+    device_guard guard(device);  // the one place that waits before the search: reject means nothing is written
+    reject_invalid_points(observations, options, counts, stream);
+  }
+  engine.query_async(observations, result, stream);
+  stream.sync();
 }
 
 /// Resident blocks of `kernel` at `threads` per block on `device`.
