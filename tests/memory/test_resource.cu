@@ -138,22 +138,31 @@ TEST(MemoryResource, EveryAllocationGoesThroughTheCallersResourceAndSteadyStateL
       lon[i] = static_cast<float>(u(rng));
     }
     auto const d_lat = streamkit_test::to_device(lat, s), d_lon = streamkit_test::to_device(lon, s);
-    auto d_index = streamkit_test::to_device(std::vector<std::int32_t>(n, -7), s);
     auto const observations = streamkit::points_ref<float>::separate(d_lat.data(), d_lon.data(), n);
-    auto const result = streamkit::neighbors_ref<std::int32_t, float>::dense(d_index.data(), nullptr, n);
-    std::size_t const before = counter.allocations;
-    streamkit::brute_force_index<float> engine(streamkit::points_ref<float>::separate(d_lat.data() + 1, d_lon.data() + 1, m), {}, s, resource);
-    std::size_t after_first = 0;
-    for (std::size_t step = 0; step < 5; ++step) {
-      engine.update(streamkit::points_ref<float>::separate(d_lat.data() + step, d_lon.data() + step, m - step), s);
-      engine.query_async(observations, result, s);
-      if (step == 0) {
-        after_first = counter.allocations;
-        EXPECT_GT(after_first, before);
+    // Every engine: the brute force (k = 1 and k = 8), the tree, and the front end (which picks the tree
+    // here and builds it inside its first query after each update).
+    auto const steps = [&](auto&& engine, std::size_t k, char const* name) {
+      SCOPED_TRACE(name);
+      auto d_rows = streamkit_test::to_device(std::vector<std::int32_t>(n * k, -7), s);
+      auto const result = streamkit::neighbors_ref<std::int32_t, float>::dense(d_rows.data(), nullptr, n, k);
+      std::size_t after_first = 0;
+      for (std::size_t step = 0; step < 5; ++step) {
+        engine.update(streamkit::points_ref<float>::separate(d_lat.data() + step, d_lon.data() + step, m - step), s);
+        engine.query_async(observations, result, s);
+        if (step == 0) { after_first = counter.allocations; }
       }
-    }
-    EXPECT_EQ(counter.allocations, after_first) << "updates (no larger) and queries of one size allocate nothing after the first";
-    s.sync();
+      EXPECT_EQ(counter.allocations, after_first) << "updates (no larger) and queries of one size allocate nothing after the first";
+      s.sync();
+    };
+    auto const first_references = streamkit::points_ref<float>::separate(d_lat.data() + 1, d_lon.data() + 1, m);
+    std::size_t const before = counter.allocations;
+    steps(streamkit::brute_force_index<float>(first_references, {}, s, resource), 1, "brute_force_index, k = 1");
+    EXPECT_GT(counter.allocations, before);
+    steps(streamkit::brute_force_index<float>(first_references, {}, s, resource), 8, "brute_force_index, k = 8");
+    steps(streamkit::tree_index<float>(first_references, {}, s, resource), 8, "tree_index, k = 8");
+    streamkit::nearest_index<float> front_end(first_references, {}, s, resource);
+    ASSERT_EQ(front_end.engine_for(n, 8), streamkit::search_engine::tree) << "the shape must exercise the tree";
+    steps(std::move(front_end), 8, "nearest_index, k = 8");
   }
   {
     // The dispatcher's workspaces and the multi-GPU workloads' state come from the resource of each device.
