@@ -124,8 +124,8 @@ class multi_gpu_nearest_neighbor {
 
   /// Finds the k = result.k nearest references of every observation and writes `result` (host memory,
   /// any row stride), and waits. Each GPU searches with the engine the front end picks for a chunk
-  /// (nearest_index), building its tree, when it picks one, once per update(). `chunk_items` = 0 picks about four chunks per worker (at least 4096
-  /// observations). With invalid_points::reject, a chunk with invalid observations fails with
+  /// (nearest_index), building its tree, when it picks one, once per update(). `chunk_items` = 0
+  /// picks about four chunks per worker (at least 4096 observations). With invalid_points::reject, a chunk with invalid observations fails with
   /// dispatch_error naming the count and writes nothing of its own; the GPUs never wait for a check.
   /// @throws std::invalid_argument for bad views (before anything is written); dispatch_error.
   template <class Index>

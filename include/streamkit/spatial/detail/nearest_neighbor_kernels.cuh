@@ -249,7 +249,8 @@ __global__ void __launch_bounds__(pass1_shape<V>::threads)
 
 /// Pass 2: merges the slices of each observation (lowest slice wins ties, so the lowest index wins)
 /// and writes the winner's index and its double-precision haversine distance times `scale` into row i
-/// of `result` (−1 and NaN beyond `max_angle` radians); adds the number of invalid observations to result.invalid_count when it is set.
+/// of `result` (−1 and NaN beyond `max_angle` radians); adds the number of invalid observations to
+/// result.invalid_count when it is set.
 template <class V, class Index, class T>
 __global__ void nearest_pass2(points_ref<T> observations, std::size_t n, lat_lon const* reference_coordinates,
                               std::size_t slices, V const* partial_value, Index const* partial_index,
