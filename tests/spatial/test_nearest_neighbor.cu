@@ -342,6 +342,18 @@ TEST(NearestNeighborHost, EmptyReferenceSetIsRejectedBeforeAnyCudaCall)
                               std::invalid_argument, "options.sphere_radius_km");
 }
 
+TEST(NearestNeighborHost, OneShotSearchOfZeroObservationsPreparesNothing)
+{
+  // No GPU is needed: the call returns after its checks, before any allocation, launch or stream use.
+  float const x = 0.0F;
+  auto const references = streamkit::points_ref<float>::separate(&x, &x, 1);
+  auto const none = streamkit::points_ref<float>::separate(nullptr, nullptr, 0);
+  EXPECT_NO_THROW(streamkit::nearest_neighbor(none, references, streamkit::neighbors_ref<std::int32_t, float>{}, {},
+                                              streamkit::stream_ref::per_thread_default()));
+  EXPECT_NO_THROW(streamkit::nearest_neighbor_async(none, references, streamkit::neighbors_ref<std::int32_t, float>::dense(nullptr, nullptr, 0, 8),
+                                                    {}, streamkit::stream_ref::per_thread_default()));
+}
+
 TEST(NearestNeighborHost, IndexTypeMustHoldEveryReference)
 {
   EXPECT_NO_THROW(streamkit::detail::expect_index_capacity<std::int32_t>(std::size_t{1} << 31));

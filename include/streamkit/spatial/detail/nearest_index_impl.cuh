@@ -98,6 +98,7 @@ void one_shot(points_ref<T> const& observations, points_ref<T> const& references
               nearest_options const& options, stream_ref stream, device_resource_ref resource, bool blocking)
 {
   expect_one_shot(observations, references, result, options);
+  if (observations.count == 0) { return; }  // nothing to search: nothing prepared either
   auto const search = [&](auto&& index) {
     if (blocking) {
       index.query(observations, result, stream);
