@@ -141,8 +141,6 @@ class brute_force_index {
   void search(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
   template <int K, class Index>
   void search_k(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
-  /// `scratch`'s memory, grown to at least `bytes` (ordered on `stream`).
-  std::byte* scratch_of(nearest_scratch& scratch, std::size_t bytes, stream_ref stream) const;
   /// The prepared references as float64 radians (NaN for invalid ones), from which the front end builds a tree.
   [[nodiscard]] points_ref<double> prepared_points() const noexcept;
 

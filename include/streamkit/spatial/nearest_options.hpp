@@ -3,7 +3,9 @@
 /// Options of the nearest-neighbour searches, shared by both engines (brute_force_index, tree_index)
 /// and the front end (nearest_index, nearest_neighbor), and the working memory of their queries.
 
+#include <streamkit/core/stream_ref.hpp>
 #include <streamkit/memory/device_buffer.hpp>
+#include <streamkit/memory/resource.hpp>
 #include <streamkit/spatial/haversine.hpp>
 
 #include <cstddef>
@@ -55,6 +57,15 @@ class nearest_scratch {
   friend class brute_force_index;
   template <class>
   friend class tree_index;
+  /// At least `bytes` on `device`, ordered on `stream`: memory of another device is dropped, and too
+  /// little is replaced from `resource`; otherwise nothing is allocated.
+  std::byte* reserve(std::size_t bytes, int device, stream_ref stream, device_resource_ref resource)
+  {
+    if (!bytes_.empty() && bytes_.device() != device) { bytes_ = device_buffer<std::byte>(); }
+    if (bytes_.size() < bytes) { bytes_ = device_buffer<std::byte>(bytes, stream, resource); }
+    bytes_.set_stream(stream);
+    return bytes_.data();
+  }
   device_buffer<std::byte> bytes_;
 };
 

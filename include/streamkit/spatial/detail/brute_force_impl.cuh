@@ -99,7 +99,6 @@ void brute_force_index<T>::query_async(points_ref<T> observations, neighbors_ref
 {
   expect_query(observations, result, stream);
   if (observations.count == 0) { return; }
-  if (!scratch.bytes_.empty() && scratch.bytes_.device() != device_) { scratch.bytes_ = device_buffer<std::byte>(); }
   if (result.k > 1) {
     detail::with_list_size(result.k, [&](auto list_size) { search_k<decltype(list_size)::value>(observations, result, stream, scratch); });
   } else if (options_.precision == nn_precision::exact) {
@@ -107,14 +106,6 @@ void brute_force_index<T>::query_async(points_ref<T> observations, neighbors_ref
   } else {
     search<float>(observations, result, stream, scratch);
   }
-}
-
-template <class T>
-std::byte* brute_force_index<T>::scratch_of(nearest_scratch& scratch, std::size_t bytes, stream_ref stream) const
-{
-  if (scratch.bytes_.size() < bytes) { scratch.bytes_ = device_buffer<std::byte>(bytes, stream, resource_); }
-  scratch.bytes_.set_stream(stream);
-  return scratch.bytes_.data();
 }
 
 template <class T>
@@ -137,7 +128,7 @@ void brute_force_index<T>::search(points_ref<T> observations, neighbors_ref<Inde
                                          resident_blocks(nearest_pass1<V, Index, T>, shape::threads, device_));
 
   std::size_t const values_bytes = align_up(plan.slices * n * sizeof(V));
-  std::byte* const partials = scratch_of(scratch, values_bytes + plan.slices * n * sizeof(Index), stream);
+  std::byte* const partials = scratch.reserve(values_bytes + plan.slices * n * sizeof(Index), device_, stream, resource_);
   auto* partial_value = reinterpret_cast<V*>(partials);
   auto* partial_index = reinterpret_cast<Index*>(partials + values_bytes);
   reference_layout const layout(count_);
@@ -169,7 +160,7 @@ void brute_force_index<T>::search_k(points_ref<T> observations, neighbors_ref<In
 
   std::size_t const entries = plan.slices * n * k;
   std::size_t const chord_bytes = align_up(entries * sizeof(double));
-  std::byte* const partials = scratch_of(scratch, chord_bytes + entries * sizeof(std::uint32_t), stream);
+  std::byte* const partials = scratch.reserve(chord_bytes + entries * sizeof(std::uint32_t), device_, stream, resource_);
   auto* partial_chord2 = reinterpret_cast<double*>(partials);
   auto* partial_id = reinterpret_cast<std::uint32_t*>(partials + chord_bytes);
   reference_layout const layout(count_);

@@ -176,7 +176,6 @@ void tree_index<T>::query_async(points_ref<T> observations, neighbors_ref<Index,
 {
   expect_query(observations, result, stream);
   if (observations.count == 0) { return; }
-  if (!scratch.bytes_.empty() && scratch.bytes_.device() != device_) { scratch.bytes_ = device_buffer<std::byte>(); }
   detail::with_list_size(result.k, [&](auto list_size) { search<decltype(list_size)::value>(observations, result, stream, scratch); });
 }
 
@@ -194,14 +193,13 @@ void tree_index<T>::search(points_ref<T> observations, neighbors_ref<Index, T> r
     std::size_t const sort_bytes = sort_temporary_bytes<std::uint32_t>(n, key_bits);
     std::size_t const pairs_bytes = align_up(2 * n * sizeof(std::uint32_t));
     std::size_t const bytes = 2 * pairs_bytes + sort_bytes;
-    if (scratch.bytes_.size() < bytes) { scratch.bytes_ = device_buffer<std::byte>(bytes, stream, resource_); }
-    scratch.bytes_.set_stream(stream);
-    auto* const keys = reinterpret_cast<std::uint32_t*>(scratch.bytes_.data());
-    auto* const ids = reinterpret_cast<std::uint32_t*>(scratch.bytes_.data() + pairs_bytes);
+    std::byte* const memory = scratch.reserve(bytes, device_, stream, resource_);
+    auto* const keys = reinterpret_cast<std::uint32_t*>(memory);
+    auto* const ids = reinterpret_cast<std::uint32_t*>(memory + pairs_bytes);
     tree_observation_keys<T><<<grid_size("tree_observation_keys", n, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
       observations, n, keys, ids);
     STREAMKIT_CHECK_LAUNCH();
-    order = sort_by_key(keys, ids, n, key_bits, scratch.bytes_.data() + 2 * pairs_bytes, sort_bytes, stream).ids;
+    order = sort_by_key(keys, ids, n, key_bits, memory + 2 * pairs_bytes, sort_bytes, stream).ids;
   }
   tree_view const view = tree_layout(count_, leaves_).view(tree_.data(), sorted_keys_, count_, leaves_);
   tree_search<K, Index, T><<<grid_size("tree_search", n, tree_search_threads), tree_search_threads, 0, stream.value()>>>(
