@@ -379,8 +379,9 @@ def too_slow(ctx, method, step_ms, how):
 # streamkit (C++ CLI)
 # ------------------------------------------------------------------------------------------------
 
-def run_streamkit(ctx, files, n, m, k, engine):
-    """bench_nn_files once; returns (entry, indices (n, k) int64 or None)."""
+def run_streamkit(ctx, files, n, m, k, engine, precision=None):
+    """bench_nn_files once (`precision` "fast" or "exact"; None: the CLI's default, fast); returns (entry,
+    indices (n, k) int64 or None)."""
     method = f"streamkit_{engine}"
     binary = Path(ctx.bench_binary)
     if not binary.is_file():
@@ -389,6 +390,8 @@ def run_streamkit(ctx, files, n, m, k, engine):
     out_file.unlink(missing_ok=True)
     command = [str(binary), "--observations", str(files[0]), "--references", str(files[1]), "--k", str(k),
                "--engine", engine, "--repeat", str(ctx.repeat), "--indices", str(out_file)]
+    if precision is not None:
+        command += ["--precision", precision]
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=ctx.cli_timeout)
     except subprocess.TimeoutExpired:
@@ -605,6 +608,15 @@ _HALF, _TO_RAD, _INF = np.float32(0.5), np.float32(np.pi / 180.0), np.float32(np
 _numba_kernels = None
 
 
+def import_numba_cuda():
+    """numba.cuda, importable with NumPy 2.5: numba-cuda still refers to numpy.row_stack, which NumPy 2.5
+    removed (it was an alias of vstack)."""
+    if not hasattr(np, "row_stack"):
+        np.row_stack = np.vstack
+    from numba import cuda
+    return cuda
+
+
 def numba_kernels():
     """The two-pass float32 haversine kernel (k = 1), defined on first use (Numba compiles at first launch).
     numba's names are made module globals here so that the kernels see them as globals."""
@@ -716,10 +728,7 @@ def run_numba(ctx, data, k, ref):
     if k != 1:
         return entry_for("numba_two_pass", "n/a", note="n/a: the notebook's kernel finds k = 1 only")
     try:
-        # numba-cuda on the device still refers to numpy.row_stack, which NumPy 2.5 removed (an alias of vstack).
-        if not hasattr(np, "row_stack"):
-            np.row_stack = np.vstack
-        from numba import cuda
+        cuda = import_numba_cuda()
         if not cuda.is_available():
             return entry_for("numba_two_pass", "error", note="error: numba.cuda sees no GPU")
         numba_kernels()

@@ -1,0 +1,45 @@
+"""What the Python examples share: the "no GPU" exit, random points on the sphere, the float64 haversine
+the checks use, and CUDA-event timing (as examples/common/example_support.hpp for the C++ examples)."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+EXIT_SKIPPED = 77          # as the C++ examples: CTest's "skipped"
+
+
+def require_gpu(example):
+    """streamkit, once a GPU is visible; otherwise says so and exits with EXIT_SKIPPED."""
+    import streamkit
+    if streamkit.device_count() == 0:
+        print(f"{example}: no CUDA device is visible (no driver or no GPU); nothing to run.")
+        sys.exit(EXIT_SKIPPED)
+    return streamkit
+
+
+def random_points(rng, count, dtype=np.float32):
+    """`count` uniform random points on the sphere as (lat, lon) rows in degrees."""
+    lat = np.degrees(np.arcsin(2.0 * rng.random(count) - 1.0))
+    lon = rng.uniform(-180.0, 180.0, count)
+    return np.stack([lat, lon], axis=1).astype(dtype)
+
+
+def haversine(points, others):
+    """float64 great-circle distances in radians between (lat, lon) rows in degrees, broadcast like NumPy."""
+    lat1, lon1 = np.radians(points[..., 0].astype(np.float64)), np.radians(points[..., 1].astype(np.float64))
+    lat2, lon2 = np.radians(others[..., 0].astype(np.float64)), np.radians(others[..., 1].astype(np.float64))
+    a = np.sin((lat2 - lat1) / 2) ** 2 + np.cos(lat1) * np.cos(lat2) * np.sin((lon2 - lon1) / 2) ** 2
+    return 2.0 * np.arcsin(np.sqrt(np.minimum(a, 1.0)))
+
+
+def gpu_ms(work):
+    """Runs `work()` between two CUDA events on CuPy's current stream; returns (milliseconds, its result)."""
+    import cupy
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    start.record()
+    result = work()
+    end.record()
+    end.synchronize()
+    return cupy.cuda.get_elapsed_time(start, end), result
