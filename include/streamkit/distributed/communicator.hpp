@@ -1,0 +1,154 @@
+#pragma once
+/// @file communicator.hpp
+/// What every distributed operation needs from MPI: the caller's communicator described (rank, size,
+/// the rank on its node), the GPU each rank uses, where each rank's items start in the concatenation
+/// of all ranks' items (global ids), and collective checks that make every rank throw the same
+/// exception instead of leaving some ranks blocked in a collective the others never reach.
+///
+/// Failure model. A distributed call is a sequence of collectives. Every check that can fail on one
+/// rank only (bad local input, a local exception) is folded into a collective (`all_succeed`), so
+/// all ranks learn of it at the same point and throw: none waits forever. What cannot be caught this
+/// way (a rank that crashes or is killed, an exception that escapes the caller's code on one rank
+/// between two streamkit calls) is MPI's to handle: with the default error handler the MPI runtime
+/// aborts the whole job when a process ends without MPI_Finalize.
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace streamkit::distributed {
+
+/// Throws std::runtime_error naming the MPI call and MPI's error text unless `code` is MPI_SUCCESS.
+inline void mpi_check(int code, char const* call)
+{
+  if (code == MPI_SUCCESS) { return; }
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  throw std::runtime_error(std::string(call) + " failed: " + std::string(text, static_cast<std::size_t>(length)));
+}
+
+/// The MPI datatype of T (float, double, std::int32_t, std::int64_t, std::uint64_t, unsigned char).
+template <class T>
+MPI_Datatype mpi_type() noexcept;
+/// @cond SPECIALIZATIONS
+template <>
+inline MPI_Datatype mpi_type<float>() noexcept { return MPI_FLOAT; }
+template <>
+inline MPI_Datatype mpi_type<double>() noexcept { return MPI_DOUBLE; }
+template <>
+inline MPI_Datatype mpi_type<std::int32_t>() noexcept { return MPI_INT32_T; }
+template <>
+inline MPI_Datatype mpi_type<std::int64_t>() noexcept { return MPI_INT64_T; }
+template <>
+inline MPI_Datatype mpi_type<std::uint64_t>() noexcept { return MPI_UINT64_T; }
+template <>
+inline MPI_Datatype mpi_type<unsigned char>() noexcept { return MPI_UNSIGNED_CHAR; }
+/// @endcond
+
+/// A rank's place in a communicator and on its node.
+struct rank_info {
+  int rank = 0;        ///< in the communicator
+  int size = 1;        ///< ranks in the communicator
+  int local_rank = 0;  ///< among the ranks of the same node (MPI_COMM_TYPE_SHARED)
+  int local_size = 1;  ///< ranks on this node
+};
+
+/// Describes `comm` (collective: every rank of `comm` must call it).
+inline rank_info describe(MPI_Comm comm)
+{
+  rank_info info;
+  mpi_check(MPI_Comm_rank(comm, &info.rank), "MPI_Comm_rank");
+  mpi_check(MPI_Comm_size(comm, &info.size), "MPI_Comm_size");
+  MPI_Comm node = MPI_COMM_NULL;
+  mpi_check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, info.rank, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  mpi_check(MPI_Comm_rank(node, &info.local_rank), "MPI_Comm_rank");
+  mpi_check(MPI_Comm_size(node, &info.local_size), "MPI_Comm_size");
+  MPI_Comm_free(&node);
+  return info;
+}
+
+/// The GPU a rank uses by default: its rank on the node modulo the GPUs it sees (so that ranks of a
+/// node spread over its GPUs, several ranks sharing one when there are more ranks than GPUs).
+/// @throws std::invalid_argument when `visible_devices` < 1.
+inline int default_device(rank_info const& info, int visible_devices)
+{
+  if (visible_devices < 1) {
+    throw std::invalid_argument("default_device: rank " + std::to_string(info.rank) + " sees no CUDA device");
+  }
+  return info.local_rank % visible_devices;
+}
+
+/// Whether every rank of `comm` succeeded (collective): a logical AND over the ranks.
+inline bool all_succeed(MPI_Comm comm, bool succeeded)
+{
+  int mine = succeeded ? 1 : 0;
+  int all = 0;
+  mpi_check(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_LAND, comm), "MPI_Allreduce");
+  return all != 0;
+}
+
+/// Runs `local` (work of this rank alone), then makes every rank of `comm` agree on the outcome: if
+/// it threw on any rank, every rank throws (the rank that failed rethrows its own exception; the
+/// others throw std::runtime_error naming `what` and the lowest failed rank). Collective.
+template <class Work>
+void run_everywhere(MPI_Comm comm, char const* what, Work&& local)
+{
+  std::exception_ptr failure;
+  try {
+    std::forward<Work>(local)();
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  int rank = 0;
+  mpi_check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  int const mine = failure ? rank : std::numeric_limits<int>::max();
+  int first = 0;
+  mpi_check(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce");
+  if (failure) { std::rethrow_exception(failure); }
+  if (first != std::numeric_limits<int>::max()) {
+    throw std::runtime_error(std::string(what) + ": failed on rank " + std::to_string(first) + " (see that rank's exception)");
+  }
+}
+
+/// Checks that every rank passed the same value for each named parameter (collective). If any
+/// differs, every rank throws the same std::invalid_argument naming the first such parameter and
+/// the smallest and largest value passed.
+inline void expect_agreement(MPI_Comm comm, char const* what, std::vector<std::pair<char const*, std::uint64_t>> const& parameters)
+{
+  std::vector<std::uint64_t> low(parameters.size()), high(parameters.size());
+  for (std::size_t i = 0; i < parameters.size(); ++i) { low[i] = high[i] = parameters[i].second; }
+  int const count = static_cast<int>(parameters.size());
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, low.data(), count, MPI_UINT64_T, MPI_MIN, comm), "MPI_Allreduce");
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, high.data(), count, MPI_UINT64_T, MPI_MAX, comm), "MPI_Allreduce");
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    if (low[i] != high[i]) {
+      throw std::invalid_argument(std::string(what) + ": the ranks disagree on " + parameters[i].first + " (values from " +
+                                  std::to_string(low[i]) + " to " + std::to_string(high[i]) + ")");
+    }
+  }
+}
+
+/// Where each rank's items start in the concatenation of every rank's items in rank order, and the
+/// total: offsets[r] is the global id of rank r's first item, offsets[size] the total (collective).
+inline std::vector<std::uint64_t> global_offsets(MPI_Comm comm, std::size_t local_count)
+{
+  int size = 1;
+  mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+  std::uint64_t const mine = local_count;
+  std::vector<std::uint64_t> counts(static_cast<std::size_t>(size));
+  mpi_check(MPI_Allgather(&mine, 1, MPI_UINT64_T, counts.data(), 1, MPI_UINT64_T, comm), "MPI_Allgather");
+  std::vector<std::uint64_t> offsets(counts.size() + 1, 0);
+  for (std::size_t r = 0; r < counts.size(); ++r) { offsets[r + 1] = offsets[r] + counts[r]; }
+  return offsets;
+}
+
+}  // namespace streamkit::distributed

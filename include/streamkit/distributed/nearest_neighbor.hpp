@@ -1,0 +1,279 @@
+#pragma once
+/// @file nearest_neighbor.hpp
+/// Exact k-nearest-neighbour search across MPI ranks. Each rank holds a part of the references and of
+/// the observations; every rank gets the neighbours of its own observations among all references,
+/// with global reference ids (the rank's offset in the concatenation of all ranks' parts in rank
+/// order, plus the local index): the answer of one search over the concatenated references.
+///
+/// Two layouts of the references:
+/// - replicated: update() all-gathers every rank's part, so every rank searches all references;
+///   per step each rank receives all M references (16 bytes each).
+/// - sharded (too many to replicate): each rank keeps its own part, and a spherical cap around it is
+///   all-gathered. A query first searches the rank's own shard, which bounds each observation's k-th
+///   distance; the observation is then sent only to the ranks whose cap comes within that bound,
+///   searched there, and the k candidates each returns are merged with its own (ordered by distance,
+///   then global id, as one search orders them). The two-phase scheme of distributed trees.
+///
+/// What runs each rank's own search is a template parameter (a GPU engine, or a CPU search in the
+/// host tests), so the exchange is the same whatever searches. A `Searcher` has
+///   void prepare(double const* latitude, double const* longitude, std::size_t count);
+///   void search(double const* latitude, double const* longitude, std::size_t count, std::size_t k,
+///               std::int64_t* index, double* angle);
+/// with coordinates in radians (float64, packed); search writes, per observation, k pairs (local
+/// index, angle in radians) nearest first, ties to the smaller index, -1 and NaN beyond the set and
+/// for invalid observations.
+///
+/// Every call is collective over the communicator. Ranks that disagree on k or the layout all throw
+/// the same std::invalid_argument; an exception in one rank's own search reaches every rank
+/// (communicator.hpp).
+
+#include <streamkit/distributed/communicator.hpp>
+#include <streamkit/distributed/detail/sphere_cap.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace streamkit::distributed {
+
+/// How the references are spread over the ranks.
+enum class reference_layout : std::uint8_t {
+  replicated,  ///< all-gathered: every rank searches every reference
+  sharded      ///< each rank keeps its part; observations visit the shards that may hold a neighbour
+};
+
+/// What the last query or update moved between ranks (this rank's share).
+struct exchange_stats {
+  std::uint64_t bytes_sent = 0;           ///< payload this rank sent to other ranks
+  std::uint64_t bytes_received = 0;       ///< payload this rank received from other ranks
+  std::uint64_t observations_sent = 0;  ///< sharded queries: observations sent to other ranks
+  double seconds = 0;                   ///< wall time in the exchange's collectives
+};
+
+namespace detail {
+
+/// (angle, global id) of a candidate neighbour; missing ones (id −1, angle NaN) order last.
+struct candidate {
+  double angle;
+  std::int64_t id;
+};
+
+inline bool nearer(candidate const& a, candidate const& b)
+{
+  bool const a_missing = a.id < 0, b_missing = b.id < 0;
+  if (a_missing != b_missing) { return b_missing; }
+  if (a_missing) { return false; }
+  return a.angle < b.angle || (a.angle == b.angle && a.id < b.id);
+}
+
+/// The k nearest of `candidates` into index[0, k) and angle[0, k), −1 and NaN where fewer exist.
+inline void keep_nearest(std::vector<candidate>& candidates, std::size_t k, std::int64_t* index, double* angle)
+{
+  std::size_t const kept = std::min(k, candidates.size());
+  std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(kept), candidates.end(), nearer);
+  for (std::size_t j = 0; j < k; ++j) {
+    bool const found = j < kept && candidates[j].id >= 0;
+    index[j] = found ? candidates[j].id : -1;
+    angle[j] = found ? candidates[j].angle : std::numeric_limits<double>::quiet_NaN();
+  }
+}
+
+inline int mpi_count(std::size_t count, char const* what)
+{
+  if (count > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+    throw std::length_error(std::string(what) + ": " + std::to_string(count) + " elements in one message; MPI counts stop at 2^31 - 1");
+  }
+  return static_cast<int>(count);
+}
+
+/// Exclusive prefix sums of `counts` (MPI displacements).
+inline std::vector<int> displacements(std::vector<int> const& counts)
+{
+  std::vector<int> at(counts.size(), 0);
+  for (std::size_t r = 1; r < counts.size(); ++r) { at[r] = at[r - 1] + counts[r - 1]; }
+  return at;
+}
+
+}  // namespace detail
+
+/// The distributed search over one communicator (see the file's description). Not thread-safe.
+template <class Searcher>
+class distributed_nearest {
+ public:
+  /// @param comm the caller's communicator; must outlive the object.
+  /// @param layout the same on every rank (checked).
+  /// @param searcher runs this rank's own searches (see the file's description).
+  distributed_nearest(MPI_Comm comm, reference_layout layout, Searcher searcher = Searcher())
+      : comm_(comm), layout_(layout), searcher_(std::move(searcher)), info_(describe(comm))
+  {
+    expect_agreement(comm_, "distributed_nearest", {{"the reference layout", static_cast<std::uint64_t>(layout_)}});
+  }
+
+  /// Replaces the references with this rank's part (radians, float64, packed; may be empty).
+  /// Collective.
+  void update(double const* latitude, double const* longitude, std::size_t count)
+  {
+    stats_ = {};
+    double const start = MPI_Wtime();
+    offsets_ = global_offsets(comm_, count);
+    if (layout_ == reference_layout::replicated) {
+      std::vector<int> counts(static_cast<std::size_t>(info_.size));
+      for (std::size_t r = 0; r < counts.size(); ++r) { counts[r] = detail::mpi_count(offsets_[r + 1] - offsets_[r], "update"); }
+      auto const at = detail::displacements(counts);
+      std::size_t const total = offsets_.back();
+      all_latitude_.resize(total);
+      all_longitude_.resize(total);
+      int const mine = detail::mpi_count(count, "update");
+      mpi_check(MPI_Allgatherv(latitude, mine, MPI_DOUBLE, all_latitude_.data(), counts.data(), at.data(), MPI_DOUBLE, comm_),
+                "MPI_Allgatherv");
+      mpi_check(MPI_Allgatherv(longitude, mine, MPI_DOUBLE, all_longitude_.data(), counts.data(), at.data(), MPI_DOUBLE, comm_),
+                "MPI_Allgatherv");
+      stats_.bytes_sent = 2 * sizeof(double) * count * static_cast<std::uint64_t>(info_.size - 1);
+      stats_.bytes_received = 2 * sizeof(double) * (total - count);
+      stats_.seconds = MPI_Wtime() - start;
+      run_everywhere(comm_, "distributed_nearest::update", [&] { searcher_.prepare(all_latitude_.data(), all_longitude_.data(), total); });
+    } else {
+      detail::sphere_cap const mine = detail::cap_of(latitude, longitude, count);
+      caps_.resize(static_cast<std::size_t>(info_.size));
+      mpi_check(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, caps_.data(), sizeof mine, MPI_BYTE, comm_), "MPI_Allgather");
+      stats_.bytes_sent = sizeof mine * static_cast<std::uint64_t>(info_.size - 1);
+      stats_.bytes_received = stats_.bytes_sent;
+      stats_.seconds = MPI_Wtime() - start;
+      run_everywhere(comm_, "distributed_nearest::update", [&] { searcher_.prepare(latitude, longitude, count); });
+    }
+  }
+
+  /// The k nearest references (global ids, angles in radians) of this rank's `count` observations
+  /// (radians, float64, packed) into index and angle, k per observation (row stride k). Collective.
+  void query(double const* latitude, double const* longitude, std::size_t count, std::size_t k, std::int64_t* index, double* angle)
+  {
+    expect_agreement(comm_, "distributed_nearest::query", {{"k", k}});
+    if (k == 0) { throw std::invalid_argument("distributed_nearest::query: k must be at least 1"); }
+    if (offsets_.empty()) { throw std::logic_error("distributed_nearest::query: no update() yet"); }
+    stats_ = {};
+    if (layout_ == reference_layout::replicated) {
+      run_everywhere(comm_, "distributed_nearest::query", [&] { searcher_.search(latitude, longitude, count, k, index, angle); });
+      return;
+    }
+    sharded_query(latitude, longitude, count, k, index, angle);
+  }
+
+  /// The number of references over all ranks (after an update()).
+  [[nodiscard]] std::uint64_t size() const noexcept { return offsets_.empty() ? 0 : offsets_.back(); }
+  /// This rank's traffic in the last update() or query().
+  [[nodiscard]] exchange_stats const& last_exchange() const noexcept { return stats_; }
+  /// The searcher (e.g. to read its timings).
+  [[nodiscard]] Searcher& searcher() noexcept { return searcher_; }
+
+ private:
+  void sharded_query(double const* latitude, double const* longitude, std::size_t count, std::size_t k, std::int64_t* index,
+                     double* angle)
+  {
+    auto const ranks = static_cast<std::size_t>(info_.size);
+    auto const me = static_cast<std::size_t>(info_.rank);
+    // Phase 1: the own shard; its k-th distance bounds where a nearer reference can be.
+    run_everywhere(comm_, "distributed_nearest::query", [&] { searcher_.search(latitude, longitude, count, k, index, angle); });
+    to_global(index, count * k, offsets_[me]);
+
+    // Phase 2: send each observation to the other shards whose cap comes within its bound.
+    std::vector<std::vector<std::size_t>> routed(ranks);
+    for (std::size_t i = 0; i < count; ++i) {
+      if (!std::isfinite(latitude[i]) || !std::isfinite(longitude[i])) { continue; }
+      double const bound = index[i * k + k - 1] < 0 ? HUGE_VAL : angle[i * k + k - 1];
+      for (std::size_t r = 0; r < ranks; ++r) {
+        if (r != me && detail::min_angle_to(caps_[r], latitude[i], longitude[i]) <= bound) { routed[r].push_back(i); }
+      }
+    }
+    std::vector<int> send_counts(ranks), receive_counts(ranks);
+    for (std::size_t r = 0; r < ranks; ++r) { send_counts[r] = detail::mpi_count(2 * routed[r].size(), "query"); }
+    double const start = MPI_Wtime();
+    mpi_check(MPI_Alltoall(send_counts.data(), 1, MPI_INT, receive_counts.data(), 1, MPI_INT, comm_), "MPI_Alltoall");
+    std::vector<double> outgoing;
+    for (std::size_t r = 0; r < ranks; ++r) {
+      for (std::size_t i : routed[r]) { outgoing.insert(outgoing.end(), {latitude[i], longitude[i]}); }
+    }
+    auto const send_at = detail::displacements(send_counts), receive_at = detail::displacements(receive_counts);
+    std::size_t const incoming_values = static_cast<std::size_t>(receive_at.back() + receive_counts.back());
+    std::vector<double> incoming(incoming_values);
+    mpi_check(MPI_Alltoallv(outgoing.data(), send_counts.data(), send_at.data(), MPI_DOUBLE, incoming.data(), receive_counts.data(),
+                            receive_at.data(), MPI_DOUBLE, comm_),
+              "MPI_Alltoallv");
+    double exchanged = MPI_Wtime() - start;
+
+    // Phase 3: search the visitors in this shard and send their k candidates back.
+    std::size_t const visitors = incoming_values / 2;
+    std::vector<double> visitor_latitude(visitors), visitor_longitude(visitors);
+    for (std::size_t v = 0; v < visitors; ++v) { visitor_latitude[v] = incoming[2 * v], visitor_longitude[v] = incoming[2 * v + 1]; }
+    std::vector<std::int64_t> found(visitors * k);
+    std::vector<double> found_angle(visitors * k);
+    run_everywhere(comm_, "distributed_nearest::query", [&] {
+      searcher_.search(visitor_latitude.data(), visitor_longitude.data(), visitors, k, found.data(), found_angle.data());
+    });
+    to_global(found.data(), found.size(), offsets_[me]);
+    std::vector<int> answer_counts(ranks), returned_counts(ranks);
+    for (std::size_t r = 0; r < ranks; ++r) {
+      answer_counts[r] = detail::mpi_count(static_cast<std::size_t>(receive_counts[r]) / 2 * k, "query");
+      returned_counts[r] = detail::mpi_count(routed[r].size() * k, "query");
+    }
+    auto const answer_at = detail::displacements(answer_counts), returned_at = detail::displacements(returned_counts);
+    std::size_t const returned = static_cast<std::size_t>(returned_at.back() + returned_counts.back());
+    std::vector<std::int64_t> returned_index(returned);
+    std::vector<double> returned_angle(returned);
+    double const back = MPI_Wtime();
+    mpi_check(MPI_Alltoallv(found.data(), answer_counts.data(), answer_at.data(), MPI_INT64_T, returned_index.data(),
+                            returned_counts.data(), returned_at.data(), MPI_INT64_T, comm_),
+              "MPI_Alltoallv");
+    mpi_check(MPI_Alltoallv(found_angle.data(), answer_counts.data(), answer_at.data(), MPI_DOUBLE, returned_angle.data(),
+                            returned_counts.data(), returned_at.data(), MPI_DOUBLE, comm_),
+              "MPI_Alltoallv");
+    exchanged += MPI_Wtime() - back;
+
+    // Phase 4: merge, per observation, its own k with the k of every shard it visited.
+    std::vector<std::vector<detail::candidate>> candidates(count);
+    for (std::size_t r = 0; r < ranks; ++r) {
+      for (std::size_t v = 0; v < routed[r].size(); ++v) {
+        std::size_t const from = static_cast<std::size_t>(returned_at[r]) + v * k;
+        auto& list = candidates[routed[r][v]];
+        for (std::size_t j = 0; j < k; ++j) { list.push_back({returned_angle[from + j], returned_index[from + j]}); }
+      }
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      if (candidates[i].empty()) { continue; }  // no other shard can hold a nearer reference
+      for (std::size_t j = 0; j < k; ++j) { candidates[i].push_back({angle[i * k + j], index[i * k + j]}); }
+      detail::keep_nearest(candidates[i], k, index + i * k, angle + i * k);
+    }
+
+    std::uint64_t sent_observations = 0;
+    for (auto const& list : routed) { sent_observations += list.size(); }
+    stats_.observations_sent = sent_observations;
+    stats_.bytes_sent = sent_observations * 2 * sizeof(double) + visitors * k * (sizeof(std::int64_t) + sizeof(double)) +
+                        ranks * sizeof(int) * 1;
+    stats_.bytes_received = visitors * 2 * sizeof(double) + returned * (sizeof(std::int64_t) + sizeof(double)) + ranks * sizeof(int);
+    stats_.seconds = exchanged;
+  }
+
+  static void to_global(std::int64_t* index, std::size_t count, std::uint64_t offset)
+  {
+    for (std::size_t i = 0; i < count; ++i) {
+      if (index[i] >= 0) { index[i] += static_cast<std::int64_t>(offset); }
+    }
+  }
+
+  MPI_Comm comm_;
+  reference_layout layout_;
+  Searcher searcher_;
+  rank_info info_;
+  std::vector<std::uint64_t> offsets_;       // global ids: offsets_[r] is rank r's first
+  std::vector<double> all_latitude_;         // replicated: every rank's references
+  std::vector<double> all_longitude_;
+  std::vector<detail::sphere_cap> caps_;     // sharded: every rank's cap
+  exchange_stats stats_;
+};
+
+}  // namespace streamkit::distributed

@@ -1,0 +1,380 @@
+// Host logic of streamkit/distributed under mpirun (CTest runs it with 2 and 3 ranks): communicator
+// description, device assignment, global ids, agreement checks and failures that reach every rank,
+// and the per-column extrema reduction against one pass over the concatenation of all ranks' rows.
+#include <streamkit/distributed/column_extrema.hpp>
+#include <streamkit/distributed/communicator.hpp>
+#include <streamkit/distributed/nearest_neighbor.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace dist = streamkit::distributed;
+
+namespace {
+
+MPI_Comm const world = MPI_COMM_WORLD;
+
+dist::rank_info me() { return dist::describe(world); }
+
+/// The same bits on every rank? (all-gathers `value` and compares.)
+template <class T>
+bool same_on_every_rank(T value)
+{
+  int const size = me().size;
+  std::vector<T> all(static_cast<std::size_t>(size));
+  dist::mpi_check(MPI_Allgather(&value, sizeof value, MPI_BYTE, all.data(), sizeof value, MPI_BYTE, world), "MPI_Allgather");
+  for (T const& other : all) {
+    if (std::memcmp(&other, &value, sizeof value) != 0) { return false; }
+  }
+  return true;
+}
+
+std::uint64_t text_hash(std::string const& text) { return std::hash<std::string>{}(text); }
+
+}  // namespace
+
+TEST(Distributed, DescribesTheCommunicatorAndTheNode)
+{
+  auto const info = me();
+  int size = 0;
+  MPI_Comm_size(world, &size);
+  EXPECT_EQ(info.size, size);
+  EXPECT_GE(info.rank, 0);
+  EXPECT_LT(info.rank, size);
+  EXPECT_GE(info.local_rank, 0);
+  EXPECT_LT(info.local_rank, info.local_size);
+  EXPECT_LE(info.local_size, size);
+}
+
+TEST(Distributed, DefaultDeviceIsTheLocalRankModuloTheVisibleDevices)
+{
+  dist::rank_info info;
+  info.local_rank = 5;
+  EXPECT_EQ(dist::default_device(info, 2), 1);
+  EXPECT_EQ(dist::default_device(info, 8), 5);
+  EXPECT_EQ(dist::default_device(info, 1), 0);
+  EXPECT_THROW(dist::default_device(info, 0), std::invalid_argument);
+}
+
+TEST(Distributed, GlobalOffsetsFollowRankOrderWithUnevenShares)
+{
+  auto const info = me();
+  // Rank r holds 3r + 1 items; rank 1 none when there are 3 ranks (an empty share).
+  auto const share = [&](int r) -> std::size_t { return info.size == 3 && r == 1 ? 0 : 3 * static_cast<std::size_t>(r) + 1; };
+  auto const offsets = dist::global_offsets(world, share(info.rank));
+  ASSERT_EQ(offsets.size(), static_cast<std::size_t>(info.size) + 1);
+  std::uint64_t expected = 0;
+  for (int r = 0; r < info.size; ++r) {
+    EXPECT_EQ(offsets[static_cast<std::size_t>(r)], expected);
+    expected += share(r);
+  }
+  EXPECT_EQ(offsets.back(), expected);
+}
+
+TEST(Distributed, AgreementPassesWhenEveryRankAgrees)
+{
+  EXPECT_NO_THROW(dist::expect_agreement(world, "search", {{"k", 8}, {"the dtype", 2}}));
+}
+
+TEST(Distributed, DisagreementThrowsTheSameExceptionOnEveryRank)
+{
+  auto const info = me();
+  std::string message;
+  try {
+    // The ranks agree on k and disagree on the column count: every rank must name the column count.
+    dist::expect_agreement(world, "fit", {{"k", 4}, {"the column count", 10 + static_cast<std::uint64_t>(info.rank)}});
+  } catch (std::invalid_argument const& e) {
+    message = e.what();
+  }
+  EXPECT_EQ(message, "fit: the ranks disagree on the column count (values from 10 to " + std::to_string(9 + info.size) + ")");
+  EXPECT_TRUE(same_on_every_rank(text_hash(message)));
+}
+
+TEST(Distributed, AFailureOnOneRankReachesEveryRank)
+{
+  auto const info = me();
+  int const failing = info.size - 1;
+  std::string message;
+  try {
+    dist::run_everywhere(world, "query", [&] {
+      if (info.rank == failing) { throw std::invalid_argument("observations: latitude 95 out of range"); }
+    });
+  } catch (std::invalid_argument const& e) {
+    message = std::string("own: ") + e.what();
+  } catch (std::runtime_error const& e) {
+    message = std::string("other: ") + e.what();
+  }
+  if (info.rank == failing) {
+    EXPECT_EQ(message, "own: observations: latitude 95 out of range");
+  } else {
+    EXPECT_EQ(message, "other: query: failed on rank " + std::to_string(failing) + " (see that rank's exception)");
+  }
+  // And the ranks are still in step: a collective after it completes.
+  EXPECT_TRUE(dist::all_succeed(world, true));
+  EXPECT_FALSE(dist::all_succeed(world, info.rank != 0));
+}
+
+namespace {
+
+/// Rank r's rows of a `columns`-wide table, the same on every rank that asks (seeded by r): NaN
+/// entries, a column all NaN everywhere (1), a column NaN on every rank but the last (2), ±inf in
+/// column 3 on rank 0, and a rank with no row when there are 3 ranks.
+template <class T>
+std::vector<T> rows_of(int rank, int size, std::size_t columns)
+{
+  std::size_t const rows = size == 3 && rank == 1 ? 0 : 7 + 5 * static_cast<std::size_t>(rank);
+  std::mt19937_64 rng(1234 + static_cast<unsigned>(rank));
+  std::normal_distribution<double> normal(3.0, 10.0);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::vector<T> x(rows * columns);
+  T const nan = std::numeric_limits<T>::quiet_NaN();
+  for (std::size_t i = 0; i < rows; ++i) {
+    for (std::size_t j = 0; j < columns; ++j) {
+      T value = static_cast<T>(normal(rng));
+      if (unit(rng) < 0.1 || j == 1 || (j == 2 && rank != size - 1)) { value = nan; }
+      if (j == 3 && rank == 0 && i < 2) { value = (i == 0 ? 1 : -1) * std::numeric_limits<T>::infinity(); }
+      x[i * columns + j] = value;
+    }
+  }
+  return x;
+}
+
+/// Per-column NaN-ignoring min and max of a row-major table (NaN when a column has no other value).
+template <class T>
+void extrema(std::vector<T> const& x, std::size_t columns, std::vector<T>& min, std::vector<T>& max)
+{
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    std::size_t const j = k % columns;
+    if (std::isnan(x[k])) { continue; }
+    if (std::isnan(min[j]) || x[k] < min[j]) { min[j] = x[k]; }
+    if (std::isnan(max[j]) || x[k] > max[j]) { max[j] = x[k]; }
+  }
+}
+
+template <class T>
+void check_column_extrema()
+{
+  auto const info = me();
+  std::size_t const columns = 6;
+  T const nan = std::numeric_limits<T>::quiet_NaN();
+  std::vector<T> min(columns, nan), max(columns, nan);
+  extrema(rows_of<T>(info.rank, info.size, columns), columns, min, max);
+  dist::allreduce_column_extrema(world, min.data(), max.data(), columns);
+
+  std::vector<T> all;  // the concatenation of every rank's rows, in rank order
+  for (int r = 0; r < info.size; ++r) {
+    auto const rows = rows_of<T>(r, info.size, columns);
+    all.insert(all.end(), rows.begin(), rows.end());
+  }
+  std::vector<T> want_min(columns, nan), want_max(columns, nan);
+  extrema(all, columns, want_min, want_max);
+  for (std::size_t j = 0; j < columns; ++j) {
+    EXPECT_EQ(std::memcmp(&min[j], &want_min[j], sizeof(T)), 0) << "column " << j << ": " << min[j] << " vs " << want_min[j];
+    EXPECT_EQ(std::memcmp(&max[j], &want_max[j], sizeof(T)), 0) << "column " << j << ": " << max[j] << " vs " << want_max[j];
+  }
+  EXPECT_TRUE(std::isnan(min[1]) && std::isnan(max[1]));    // NaN on every rank
+  EXPECT_FALSE(std::isnan(min[2]) || std::isnan(max[2]));  // a value on one rank only
+  EXPECT_TRUE(std::isinf(min[3]) && min[3] < 0 && std::isinf(max[3]) && max[3] > 0);
+}
+
+}  // namespace
+
+TEST(Distributed, ColumnExtremaEqualOnePassOverTheConcatenationFloat) { check_column_extrema<float>(); }
+TEST(Distributed, ColumnExtremaEqualOnePassOverTheConcatenationDouble) { check_column_extrema<double>(); }
+
+TEST(Distributed, ColumnExtremaRejectRanksThatDisagreeOnTheColumnCount)
+{
+  auto const info = me();
+  std::size_t const columns = info.rank == 0 ? 3 : 4;
+  std::vector<double> min(columns, 0.0), max(columns, 1.0);
+  EXPECT_THROW(dist::allreduce_column_extrema(world, min.data(), max.data(), columns), std::invalid_argument);
+  EXPECT_EQ(min, std::vector<double>(columns, 0.0));  // nothing written
+}
+
+namespace {
+
+/// The CPU search the host tests plug in: float64 haversine, ties to the smaller index (a rank's own
+/// search in the distributed runs, and the single search over the concatenation they must equal).
+struct cpu_search {
+  std::vector<double> latitude, longitude;
+  std::size_t searches = 0;
+
+  void prepare(double const* lat, double const* lon, std::size_t count)
+  {
+    latitude.assign(lat, lat + count);
+    longitude.assign(lon, lon + count);
+  }
+  void search(double const* lat, double const* lon, std::size_t count, std::size_t k, std::int64_t* index, double* angle)
+  {
+    ++searches;
+    std::vector<std::pair<double, std::int64_t>> all(latitude.size());
+    for (std::size_t i = 0; i < count; ++i) {
+      bool const valid = std::isfinite(lat[i]) && std::isfinite(lon[i]) && std::abs(lat[i]) <= M_PI / 2;
+      for (std::size_t r = 0; valid && r < latitude.size(); ++r) {
+        double const s1 = std::sin((latitude[r] - lat[i]) / 2), s2 = std::sin((longitude[r] - lon[i]) / 2);
+        double const h = s1 * s1 + std::cos(lat[i]) * std::cos(latitude[r]) * s2 * s2;
+        all[r] = {2 * std::asin(std::sqrt(std::min(1.0, h))), static_cast<std::int64_t>(r)};
+      }
+      std::size_t const kept = valid ? std::min(k, all.size()) : 0;
+      std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(kept), all.end());
+      for (std::size_t j = 0; j < k; ++j) {
+        index[i * k + j] = j < kept ? all[j].second : -1;
+        angle[i * k + j] = j < kept ? all[j].first : std::numeric_limits<double>::quiet_NaN();
+      }
+    }
+  }
+};
+
+struct point_set {
+  std::vector<double> latitude, longitude;
+};
+
+/// Rank r's points (radians), the same on every rank that asks: uniform, or clustered around a
+/// centre per rank (so that sharded shards are compact), with duplicates of other ranks' points and
+/// an invalid observation.
+point_set points_of(int rank, int size, std::size_t count, bool clustered, unsigned salt)
+{
+  std::mt19937_64 rng(977 * salt + static_cast<unsigned>(rank));
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::normal_distribution<double> spread(0.0, 0.05);
+  point_set p;
+  double const centre_lat = -0.8 + 1.6 * rank / std::max(1, size - 1), centre_lon = -2.5 + 1.7 * rank;
+  for (std::size_t i = 0; i < count; ++i) {
+    double lat, lon;
+    if (clustered) {
+      lat = std::clamp(centre_lat + spread(rng), -M_PI / 2, M_PI / 2);
+      lon = centre_lon + spread(rng);
+    } else {
+      lat = std::asin(2 * unit(rng) - 1);
+      lon = M_PI * (2 * unit(rng) - 1);
+    }
+    p.latitude.push_back(lat);
+    p.longitude.push_back(lon);
+  }
+  if (count > 3) {  // a point every rank also has (ties broken by the global id) and ...
+    p.latitude[1] = 0.3, p.longitude[1] = 0.4;
+  }
+  return p;
+}
+
+void check_distributed_search(streamkit::distributed::reference_layout layout, bool clustered, std::size_t k)
+{
+  auto const info = me();
+  // Uneven shares; with 3 ranks, rank 1 holds no reference.
+  auto const reference_count = [&](int r) -> std::size_t { return info.size == 3 && r == 1 ? 0 : 150 + 70 * static_cast<std::size_t>(r); };
+  point_set const refs = points_of(info.rank, info.size, reference_count(info.rank), clustered, 1);
+  point_set obs = points_of(info.rank, info.size, 90 + 13 * static_cast<std::size_t>(info.rank), clustered, 2);
+  obs.latitude[0] = std::numeric_limits<double>::quiet_NaN();  // an invalid observation
+
+  dist::distributed_nearest<cpu_search> search(world, layout);
+  search.update(refs.latitude.data(), refs.longitude.data(), refs.latitude.size());
+  std::size_t const n = obs.latitude.size();
+  std::vector<std::int64_t> index(n * k, -7);
+  std::vector<double> angle(n * k, -7.0);
+  search.query(obs.latitude.data(), obs.longitude.data(), n, k, index.data(), angle.data());
+
+  cpu_search single;  // one search over the concatenation of every rank's references, in rank order
+  point_set all;
+  for (int r = 0; r < info.size; ++r) {
+    point_set const part = points_of(r, info.size, reference_count(r), clustered, 1);
+    all.latitude.insert(all.latitude.end(), part.latitude.begin(), part.latitude.end());
+    all.longitude.insert(all.longitude.end(), part.longitude.begin(), part.longitude.end());
+  }
+  single.prepare(all.latitude.data(), all.longitude.data(), all.latitude.size());
+  std::vector<std::int64_t> want(n * k);
+  std::vector<double> want_angle(n * k);
+  single.search(obs.latitude.data(), obs.longitude.data(), n, k, want.data(), want_angle.data());
+
+  EXPECT_EQ(search.size(), all.latitude.size());
+  EXPECT_EQ(index, want);
+  for (std::size_t e = 0; e < n * k; ++e) {
+    EXPECT_TRUE(angle[e] == want_angle[e] || (std::isnan(angle[e]) && std::isnan(want_angle[e]))) << "entry " << e;
+  }
+  EXPECT_EQ(index[0], -1);  // the invalid observation
+  if (layout == dist::reference_layout::sharded && clustered) {
+    // Compact shards far apart: few observations need another shard.
+    EXPECT_LT(search.last_exchange().observations_sent, n * static_cast<std::size_t>(info.size - 1));
+  }
+}
+
+}  // namespace
+
+TEST(DistributedNearest, ReplicatedEqualsOneSearchOverTheConcatenation)
+{
+  for (std::size_t k : {1, 5}) { check_distributed_search(dist::reference_layout::replicated, false, k); }
+}
+
+TEST(DistributedNearest, ShardedEqualsOneSearchOverTheConcatenationUniform)
+{
+  for (std::size_t k : {1, 5, 40}) { check_distributed_search(dist::reference_layout::sharded, false, k); }
+}
+
+TEST(DistributedNearest, ShardedEqualsOneSearchOverTheConcatenationClustered)
+{
+  for (std::size_t k : {1, 5}) { check_distributed_search(dist::reference_layout::sharded, true, k); }
+}
+
+TEST(DistributedNearest, RanksThatDisagreeOnKAllThrow)
+{
+  auto const info = me();
+  dist::distributed_nearest<cpu_search> search(world, dist::reference_layout::sharded);
+  point_set const refs = points_of(info.rank, info.size, 20, false, 3);
+  search.update(refs.latitude.data(), refs.longitude.data(), refs.latitude.size());
+  std::vector<std::int64_t> index(8, -7);
+  std::vector<double> angle(8, -7.0);
+  std::size_t const k = info.rank == 0 ? 2 : 4;
+  EXPECT_THROW(search.query(refs.latitude.data(), refs.longitude.data(), 2, k, index.data(), angle.data()), std::invalid_argument);
+  EXPECT_EQ(index, std::vector<std::int64_t>(8, -7));  // nothing written
+  EXPECT_EQ(search.searcher().searches, 0U);
+}
+
+TEST(DistributedNearest, RanksThatDisagreeOnTheLayoutAllThrow)
+{
+  auto const layout = me().rank == 0 ? dist::reference_layout::sharded : dist::reference_layout::replicated;
+  EXPECT_THROW(dist::distributed_nearest<cpu_search>(world, layout), std::invalid_argument);
+}
+
+namespace {
+
+struct throws_on_last_rank : cpu_search {
+  void search(double const* lat, double const* lon, std::size_t count, std::size_t k, std::int64_t* index, double* angle)
+  {
+    if (me().rank == me().size - 1) { throw std::runtime_error("the device ran out of memory"); }
+    cpu_search::search(lat, lon, count, k, index, angle);
+  }
+};
+
+}  // namespace
+
+TEST(DistributedNearest, AFailingSearchOnOneRankReachesEveryRank)
+{
+  auto const info = me();
+  dist::distributed_nearest<throws_on_last_rank> search(world, dist::reference_layout::sharded);
+  point_set const refs = points_of(info.rank, info.size, 20, false, 4);
+  search.update(refs.latitude.data(), refs.longitude.data(), refs.latitude.size());
+  std::vector<std::int64_t> index(2);
+  std::vector<double> angle(2);
+  EXPECT_THROW(search.query(refs.latitude.data(), refs.longitude.data(), 2, 1, index.data(), angle.data()), std::runtime_error);
+  EXPECT_TRUE(dist::all_succeed(world, true));  // still in step
+}
+
+int main(int argc, char** argv)
+{
+  MPI_Init(&argc, &argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  int const failed = RUN_ALL_TESTS();
+  int any = 0;
+  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return any;
+}
