@@ -42,23 +42,30 @@ def as_dlpack(array, name):
     )
 
 
-_TORCH_DTYPES = {}
+_TORCH = {}
+
+
+def _torch_types():
+    """torch, and its dtypes by streamkit's names and back, imported once (each lookup on the
+    per-call path costs a microsecond otherwise)."""
+    if not _TORCH:
+        import torch
+
+        names = {torch.float32: "float32", torch.float64: "float64", torch.int64: "int64"}
+        _TORCH.update(module=torch, names=names, dtypes={name: dtype for dtype, name in names.items()},
+                      strided=torch.strided)
+    return _TORCH
 
 
 def _torch_view(tensor):
     """A view of a dense CUDA float32/float64/int64 torch tensor, read from its fields: torch's
     __dlpack__ synchronises through an event on every call (10 µs). None for anything else, which
     then takes the DLPack path (and its errors)."""
-    if not _TORCH_DTYPES:
-        import torch
-
-        _TORCH_DTYPES.update({torch.float32: "float32", torch.float64: "float64", torch.int64: "int64",
-                              "strided": torch.strided})
-    dtype = _TORCH_DTYPES.get(tensor.dtype)
-    if dtype is None or not tensor.is_cuda or tensor.layout is not _TORCH_DTYPES["strided"] or tensor.requires_grad:
+    types = _torch_types()
+    dtype = types["names"].get(tensor.dtype)
+    if dtype is None or not tensor.is_cuda or tensor.layout is not types["strided"] or tensor.requires_grad:
         return None
-    return _streamkit._view_torch(tensor, tensor.data_ptr(), tuple(tensor.shape), tensor.stride(), dtype,
-                                  tensor.device.index)
+    return _streamkit._view_torch(tensor, tensor.data_ptr(), tensor.shape, tensor.stride(), dtype, tensor.get_device())
 
 
 def stream_handle(stream, array, device):
@@ -71,12 +78,10 @@ def stream_handle(stream, array, device):
 
             return int(cupy.cuda.get_current_stream(device).ptr)
         if name == "torch":
-            import torch
-
-            index = array.device.index
+            torch = _torch_types()["module"]
             if hasattr(torch._C, "_cuda_getCurrentRawStream"):  # what torch.cuda.current_stream reads, 10× faster
-                return int(torch._C._cuda_getCurrentRawStream(index))
-            return int(torch.cuda.current_stream(index).cuda_stream)
+                return int(torch._C._cuda_getCurrentRawStream(device))
+            return int(torch.cuda.current_stream(device).cuda_stream)
         return 0
     if isinstance(stream, bool):
         raise TypeError("stream: expected a stream object or an int handle, got bool")
@@ -115,10 +120,8 @@ def empty(like, shape, dtype, device, on_cuda):
             return cupy.empty(shape, dtype=dtype)
         with cupy.cuda.Device(device):
             return cupy.empty(shape, dtype=dtype)
-    if name == "torch":
-        import torch
-
-        return torch.empty(shape, dtype=getattr(torch, dtype), device=like.device)
+    if name == "torch":  # on like's device, without building a torch.device
+        return like.new_empty(shape, dtype=_torch_types()["dtypes"][dtype])
     if name == "numba":
         from numba import cuda
 

@@ -5,6 +5,8 @@
 #include <streamkit/distributed/communicator.hpp>
 #include <streamkit/distributed/nearest_neighbor.hpp>
 
+#include "distributed_support.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,13 +20,9 @@
 #include <string>
 #include <vector>
 
-namespace dist = streamkit::distributed;
+using namespace distributed_test;
 
 namespace {
-
-MPI_Comm const world = MPI_COMM_WORLD;
-
-dist::rank_info me() { return dist::describe(world); }
 
 /// The same bits on every rank? (all-gathers `value` and compares.)
 template <class T>
@@ -126,41 +124,6 @@ TEST(Distributed, AFailureOnOneRankReachesEveryRank)
 
 namespace {
 
-/// Rank r's rows of a `columns`-wide table, the same on every rank that asks (seeded by r): NaN
-/// entries, a column all NaN everywhere (1), a column NaN on every rank but the last (2), ±inf in
-/// column 3 on rank 0, and a rank with no row when there are 3 ranks.
-template <class T>
-std::vector<T> rows_of(int rank, int size, std::size_t columns)
-{
-  std::size_t const rows = size == 3 && rank == 1 ? 0 : 7 + 5 * static_cast<std::size_t>(rank);
-  std::mt19937_64 rng(1234 + static_cast<unsigned>(rank));
-  std::normal_distribution<double> normal(3.0, 10.0);
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  std::vector<T> x(rows * columns);
-  T const nan = std::numeric_limits<T>::quiet_NaN();
-  for (std::size_t i = 0; i < rows; ++i) {
-    for (std::size_t j = 0; j < columns; ++j) {
-      T value = static_cast<T>(normal(rng));
-      if (unit(rng) < 0.1 || j == 1 || (j == 2 && rank != size - 1)) { value = nan; }
-      if (j == 3 && rank == 0 && i < 2) { value = (i == 0 ? 1 : -1) * std::numeric_limits<T>::infinity(); }
-      x[i * columns + j] = value;
-    }
-  }
-  return x;
-}
-
-/// Per-column NaN-ignoring min and max of a row-major table (NaN when a column has no other value).
-template <class T>
-void extrema(std::vector<T> const& x, std::size_t columns, std::vector<T>& min, std::vector<T>& max)
-{
-  for (std::size_t k = 0; k < x.size(); ++k) {
-    std::size_t const j = k % columns;
-    if (std::isnan(x[k])) { continue; }
-    if (std::isnan(min[j]) || x[k] < min[j]) { min[j] = x[k]; }
-    if (std::isnan(max[j]) || x[k] > max[j]) { max[j] = x[k]; }
-  }
-}
-
 template <class T>
 void check_column_extrema()
 {
@@ -171,11 +134,7 @@ void check_column_extrema()
   extrema(rows_of<T>(info.rank, info.size, columns), columns, min, max);
   dist::allreduce_column_extrema(world, min.data(), max.data(), columns);
 
-  std::vector<T> all;  // the concatenation of every rank's rows, in rank order
-  for (int r = 0; r < info.size; ++r) {
-    auto const rows = rows_of<T>(r, info.size, columns);
-    all.insert(all.end(), rows.begin(), rows.end());
-  }
+  std::vector<T> const all = all_rows<T>(info.size, columns);
   std::vector<T> want_min(columns, nan), want_max(columns, nan);
   extrema(all, columns, want_min, want_max);
   for (std::size_t j = 0; j < columns; ++j) {
@@ -203,70 +162,6 @@ TEST(Distributed, ColumnExtremaRejectRanksThatDisagreeOnTheColumnCount)
 
 namespace {
 
-/// The CPU search the host tests plug in: float64 haversine, ties to the smaller index (a rank's own
-/// search in the distributed runs, and the single search over the concatenation they must equal).
-struct cpu_search {
-  std::vector<double> latitude, longitude;
-  std::size_t searches = 0;
-
-  void prepare(double const* lat, double const* lon, std::size_t count)
-  {
-    latitude.assign(lat, lat + count);
-    longitude.assign(lon, lon + count);
-  }
-  void search(double const* lat, double const* lon, std::size_t count, std::size_t k, std::int64_t* index, double* angle)
-  {
-    ++searches;
-    std::vector<std::pair<double, std::int64_t>> all(latitude.size());
-    for (std::size_t i = 0; i < count; ++i) {
-      bool const valid = std::isfinite(lat[i]) && std::isfinite(lon[i]) && std::abs(lat[i]) <= M_PI / 2;
-      for (std::size_t r = 0; valid && r < latitude.size(); ++r) {
-        double const s1 = std::sin((latitude[r] - lat[i]) / 2), s2 = std::sin((longitude[r] - lon[i]) / 2);
-        double const h = s1 * s1 + std::cos(lat[i]) * std::cos(latitude[r]) * s2 * s2;
-        all[r] = {2 * std::asin(std::sqrt(std::min(1.0, h))), static_cast<std::int64_t>(r)};
-      }
-      std::size_t const kept = valid ? std::min(k, all.size()) : 0;
-      std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(kept), all.end());
-      for (std::size_t j = 0; j < k; ++j) {
-        index[i * k + j] = j < kept ? all[j].second : -1;
-        angle[i * k + j] = j < kept ? all[j].first : std::numeric_limits<double>::quiet_NaN();
-      }
-    }
-  }
-};
-
-struct point_set {
-  std::vector<double> latitude, longitude;
-};
-
-/// Rank r's points (radians), the same on every rank that asks: uniform, or clustered around a
-/// centre per rank (so that sharded shards are compact), with duplicates of other ranks' points and
-/// an invalid observation.
-point_set points_of(int rank, int size, std::size_t count, bool clustered, unsigned salt)
-{
-  std::mt19937_64 rng(977 * salt + static_cast<unsigned>(rank));
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  std::normal_distribution<double> spread(0.0, 0.05);
-  point_set p;
-  double const centre_lat = -0.8 + 1.6 * rank / std::max(1, size - 1), centre_lon = -2.5 + 1.7 * rank;
-  for (std::size_t i = 0; i < count; ++i) {
-    double lat, lon;
-    if (clustered) {
-      lat = std::clamp(centre_lat + spread(rng), -M_PI / 2, M_PI / 2);
-      lon = centre_lon + spread(rng);
-    } else {
-      lat = std::asin(2 * unit(rng) - 1);
-      lon = M_PI * (2 * unit(rng) - 1);
-    }
-    p.latitude.push_back(lat);
-    p.longitude.push_back(lon);
-  }
-  if (count > 3) {  // a point every rank also has (ties broken by the global id) and ...
-    p.latitude[1] = 0.3, p.longitude[1] = 0.4;
-  }
-  return p;
-}
-
 void check_distributed_search(streamkit::distributed::reference_layout layout, bool clustered, std::size_t k)
 {
   auto const info = me();
@@ -284,12 +179,7 @@ void check_distributed_search(streamkit::distributed::reference_layout layout, b
   search.query(obs.latitude.data(), obs.longitude.data(), n, k, index.data(), angle.data());
 
   cpu_search single;  // one search over the concatenation of every rank's references, in rank order
-  point_set all;
-  for (int r = 0; r < info.size; ++r) {
-    point_set const part = points_of(r, info.size, reference_count(r), clustered, 1);
-    all.latitude.insert(all.latitude.end(), part.latitude.begin(), part.latitude.end());
-    all.longitude.insert(all.longitude.end(), part.longitude.begin(), part.longitude.end());
-  }
+  point_set const all = all_points(info.size, reference_count, clustered, 1);
   single.prepare(all.latitude.data(), all.longitude.data(), all.latitude.size());
   std::vector<std::int64_t> want(n * k);
   std::vector<double> want_angle(n * k);

@@ -3,7 +3,10 @@
 /// Per-column minima and maxima reduced across MPI ranks, with the NaN rules of streamkit's min-max
 /// scaling: NaN is ignored, and a column in which no rank saw a value other than NaN gets NaN.
 
+#include <streamkit/core/config.hpp>
 #include <streamkit/distributed/communicator.hpp>
+
+#include <cuda/std/limits>
 
 #include <cmath>
 #include <cstddef>
@@ -21,32 +24,61 @@ namespace streamkit::distributed {
 /// column with both gets is unspecified, as on one GPU).
 /// @throws std::invalid_argument (on every rank) when the ranks disagree on `columns`, or it
 /// exceeds 2^31 - 1.
+namespace detail {
+
+/// Where this rank saw no value (NaN), +inf as the minimum and −inf as the maximum: so MPI_MIN and
+/// MPI_MAX, which do not order NaN, reduce the rest exactly. After the reduction min > max exactly
+/// where no rank saw a value (a rank that saw v leaves min ≤ v ≤ max).
+template <class T>
+STREAMKIT_HOST_DEVICE void hide_unseen(T& min, T& max)
+{
+  if (min != min) {  // NaN; std::isnan is not a device function everywhere
+    min = cuda::std::numeric_limits<T>::infinity();
+    max = -cuda::std::numeric_limits<T>::infinity();
+  }
+}
+/// The inverse of hide_unseen after the reduction: NaN where no rank saw a value.
+template <class T>
+STREAMKIT_HOST_DEVICE void restore_unseen(T& min, T& max)
+{
+  if (min > max) { min = max = cuda::std::numeric_limits<T>::quiet_NaN(); }
+}
+
+/// Allreduces `min` with MPI_MIN and `max` with MPI_MAX, in place; host or (CUDA-aware MPI) device
+/// memory. The column count was agreed on and checked against MPI's int counts.
+template <class T>
+void allreduce_min_max(MPI_Comm comm, T* min, T* max, std::size_t columns)
+{
+  int const count = static_cast<int>(columns);
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, min, count, mpi_type<T>(), MPI_MIN, comm), "MPI_Allreduce");
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, max, count, mpi_type<T>(), MPI_MAX, comm), "MPI_Allreduce");
+}
+
+/// Every rank agrees on `columns` (else all throw std::invalid_argument), which MPI can count.
+inline void expect_column_count(MPI_Comm comm, char const* what, std::size_t columns)
+{
+  expect_agreement(comm, what, {{"the column count", columns}});
+  if (columns > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+    throw std::invalid_argument(std::string(what) + ": " + std::to_string(columns) + " columns; MPI counts stop at 2^31 - 1");
+  }
+}
+
+}  // namespace detail
+
+/// Replaces this rank's per-column `min` and `max` (host arrays of `columns` values; NaN where the
+/// rank saw no value other than NaN, or no row at all) with the minima and maxima over every rank of
+/// `comm`, in place (collective). Exact: min and max round nothing, so the result is what one pass
+/// over the concatenation of all ranks' rows gives, whatever the rank count (±0 aside: which zero a
+/// column with both gets is unspecified, as on one GPU).
+/// @throws std::invalid_argument (on every rank) when the ranks disagree on `columns`, or it
+/// exceeds 2^31 - 1.
 template <class T>
 void allreduce_column_extrema(MPI_Comm comm, T* min, T* max, std::size_t columns)
 {
-  expect_agreement(comm, "allreduce_column_extrema", {{"the column count", columns}});
-  if (columns > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
-    throw std::invalid_argument("allreduce_column_extrema: " + std::to_string(columns) + " columns; MPI counts stop at 2^31 - 1");
-  }
-  // NaN does not order under MPI_MIN / MPI_MAX: reduce ±inf in its place and, apart, whether any rank
-  // saw a value (so that a column of real +inf minima stays +inf).
-  std::vector<T> low(min, min + columns), high(max, max + columns);
-  std::vector<unsigned char> seen(columns);
-  for (std::size_t j = 0; j < columns; ++j) {
-    seen[j] = std::isnan(low[j]) ? 0 : 1;
-    if (!seen[j]) {
-      low[j] = std::numeric_limits<T>::infinity();
-      high[j] = -std::numeric_limits<T>::infinity();
-    }
-  }
-  int const count = static_cast<int>(columns);
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, low.data(), count, mpi_type<T>(), MPI_MIN, comm), "MPI_Allreduce");
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, high.data(), count, mpi_type<T>(), MPI_MAX, comm), "MPI_Allreduce");
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, seen.data(), count, MPI_UNSIGNED_CHAR, MPI_MAX, comm), "MPI_Allreduce");
-  for (std::size_t j = 0; j < columns; ++j) {
-    min[j] = seen[j] ? low[j] : std::numeric_limits<T>::quiet_NaN();
-    max[j] = seen[j] ? high[j] : std::numeric_limits<T>::quiet_NaN();
-  }
+  detail::expect_column_count(comm, "allreduce_column_extrema", columns);
+  for (std::size_t j = 0; j < columns; ++j) { detail::hide_unseen(min[j], max[j]); }
+  detail::allreduce_min_max(comm, min, max, columns);
+  for (std::size_t j = 0; j < columns; ++j) { detail::restore_unseen(min[j], max[j]); }
 }
 
 }  // namespace streamkit::distributed

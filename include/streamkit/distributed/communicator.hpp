@@ -13,8 +13,12 @@
 /// aborts the whole job when a process ends without MPI_Finalize.
 
 #include <mpi.h>
+#if defined(OPEN_MPI) && OPEN_MPI
+#include <mpi-ext.h>  // MPIX_CUDA_AWARE_SUPPORT, MPIX_Query_cuda_support
+#endif
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -53,6 +57,36 @@ inline MPI_Datatype mpi_type<std::uint64_t>() noexcept { return MPI_UINT64_T; }
 template <>
 inline MPI_Datatype mpi_type<unsigned char>() noexcept { return MPI_UNSIGNED_CHAR; }
 /// @endcond
+
+/// How data that lives in device memory travels between ranks.
+enum class transport : std::uint8_t {
+  automatic,        ///< device pointers when cuda_aware_mpi() says the library takes them, else host staging
+  device_pointers,  ///< hand device pointers to MPI (the library must be CUDA-aware)
+  host_staging,     ///< copy through pinned host buffers around each MPI call
+};
+
+/// Whether the MPI library accepts device pointers, asked at run time: Open MPI's
+/// MPIX_Query_cuda_support() when it was built with the CUDA extension, MPICH's
+/// MPIX_GPU_query_support() from 4.0; false for other libraries. The environment variable
+/// STREAMKIT_MPI_CUDA_AWARE=1 or =0 overrides the answer (for libraries that cannot say, or to
+/// compare both paths).
+inline bool cuda_aware_mpi()
+{
+  if (char const* forced = std::getenv("STREAMKIT_MPI_CUDA_AWARE"); forced != nullptr && *forced != '\0') {
+    return std::string(forced) != "0";
+  }
+#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+  return MPIX_Query_cuda_support() == 1;
+#elif defined(MPICH_NUMVERSION) && MPICH_NUMVERSION >= 40000000
+  int supported = 0;
+  return MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &supported) == MPI_SUCCESS && supported != 0;
+#else
+  return false;
+#endif
+}
+
+/// Whether `how` hands device pointers to MPI (automatic: cuda_aware_mpi()).
+inline bool passes_device_pointers(transport how) { return how == transport::automatic ? cuda_aware_mpi() : how == transport::device_pointers; }
 
 /// A rank's place in a communicator and on its node.
 struct rank_info {

@@ -1,0 +1,219 @@
+// The GPU side of streamkit/distributed under mpirun: the distributed search on each rank's GPU and
+// the distributed min-max scaler, against one single-process search / fit over the concatenation of
+// every rank's data. Ranks share GPUs when there are more ranks than GPUs. Skipped without a GPU.
+#include <streamkit/distributed/gpu_searcher.cuh>
+#include <streamkit/distributed/minmax_scaler.cuh>
+
+#include "../gpu_test.hpp"
+#include "distributed_support.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+using namespace distributed_test;
+
+namespace {
+
+int rank_device()
+{
+  return dist::default_device(me(), streamkit::device_count());
+}
+
+void check_gpu_search(dist::reference_layout layout, bool clustered, std::size_t k)
+{
+  auto const info = me();
+  // Uneven shares, large enough for the GPU engines; with 3 ranks, rank 1 holds no reference.
+  auto const reference_count = [&](int r) -> std::size_t { return info.size == 3 && r == 1 ? 0 : 3000 + 1700 * static_cast<std::size_t>(r); };
+  point_set const refs = points_of(info.rank, info.size, reference_count(info.rank), clustered, 11);
+  point_set obs = points_of(info.rank, info.size, 2000 + 333 * static_cast<std::size_t>(info.rank), clustered, 12);
+  obs.latitude[0] = std::numeric_limits<double>::quiet_NaN();  // an invalid observation
+  std::size_t const n = obs.latitude.size();
+
+  auto search = dist::make_distributed_gpu_nearest(world, layout);
+  search.update(refs.latitude.data(), refs.longitude.data(), refs.latitude.size());
+  std::vector<std::int64_t> index(n * k, -7);
+  std::vector<double> angle(n * k, -7.0);
+  search.query(obs.latitude.data(), obs.longitude.data(), n, k, index.data(), angle.data());
+
+  // One process, the same GPU engine, over the concatenation of every rank's references.
+  point_set const all = all_points(info.size, reference_count, clustered, 11);
+  dist::gpu_searcher single({rank_device()});
+  single.prepare(all.latitude.data(), all.longitude.data(), all.latitude.size());
+  std::vector<std::int64_t> want(n * k);
+  std::vector<double> want_angle(n * k);
+  single.search(obs.latitude.data(), obs.longitude.data(), n, k, want.data(), want_angle.data());
+  EXPECT_EQ(index, want) << "layout " << static_cast<int>(layout) << ", k " << k;
+  std::size_t differing = 0;
+  for (std::size_t e = 0; e < n * k; ++e) {
+    differing += std::memcmp(&angle[e], &want_angle[e], sizeof(double)) != 0 ? 1 : 0;
+  }
+  EXPECT_EQ(differing, 0U) << "angles differ in " << differing << " of " << n * k << " entries";
+
+  // And the float64 CPU brute force over the concatenation, for a sample of rows.
+  cpu_search cpu;
+  cpu.prepare(all.latitude.data(), all.longitude.data(), all.latitude.size());
+  std::size_t const sample = 200;
+  std::vector<std::int64_t> cpu_index(sample * k);
+  std::vector<double> cpu_angle(sample * k);
+  cpu.search(obs.latitude.data(), obs.longitude.data(), sample, k, cpu_index.data(), cpu_angle.data());
+  for (std::size_t e = 0; e < sample * k; ++e) {
+    ASSERT_EQ(index[e], cpu_index[e]) << "row " << e / k << " neighbour " << e % k;
+    if (index[e] >= 0) { ASSERT_NEAR(angle[e], cpu_angle[e], 1e-12 + 1e-12 * cpu_angle[e]); }
+  }
+  EXPECT_EQ(index[0], -1);
+  EXPECT_TRUE(std::isnan(angle[0]));
+}
+
+}  // namespace
+
+TEST(DistributedGpu, ReplicatedSearchEqualsOneGpuSearchOverTheConcatenation)
+{
+  STREAMKIT_REQUIRE_GPU();
+  for (std::size_t k : {1, 7}) { check_gpu_search(dist::reference_layout::replicated, false, k); }
+}
+
+TEST(DistributedGpu, ShardedSearchEqualsOneGpuSearchOverTheConcatenation)
+{
+  STREAMKIT_REQUIRE_GPU();
+  for (bool clustered : {false, true}) {
+    for (std::size_t k : {1, 7, 32}) { check_gpu_search(dist::reference_layout::sharded, clustered, k); }
+  }
+}
+
+namespace {
+
+template <class T>
+streamkit::device_buffer<T> upload(std::vector<T> const& host, streamkit::stream_ref s)
+{
+  streamkit::device_buffer<T> device(host.size(), s);
+  if (!host.empty()) { device.copy_from_host_async({host.data(), host.size()}, s); }
+  return device;
+}
+
+template <class T>
+std::vector<T> download(T const* device, std::size_t count, streamkit::stream_ref s)
+{
+  std::vector<T> host(count);
+  STREAMKIT_CUDA_TRY(cudaMemcpyAsync(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost, s.value()));
+  s.sync();
+  return host;
+}
+
+template <class T>
+bool same_bits(std::vector<T> const& a, std::vector<T> const& b)
+{
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+}
+
+template <class T>
+void check_distributed_scaler(dist::transport how)
+{
+  auto const info = me();
+  streamkit::device_guard const guard(rank_device());
+  streamkit::stream const s(rank_device());
+  std::size_t const columns = 6;
+  std::vector<T> const mine = rows_of<T>(info.rank, info.size, columns);
+  std::size_t const rows = mine.size() / columns;
+  auto const x = upload(mine, s.ref());
+  auto const view = streamkit::matrix_ref<T const>::dense(x.data(), rows, columns);
+
+  streamkit::minmax_options<T> options;
+  options.lo = T(-1), options.hi = T(2);
+  dist::distributed_minmax_scaler<T> scaler(world, options, how);
+  scaler.fit(view, s.ref());
+
+  // One fit over the concatenation, on this rank's GPU.
+  std::vector<T> const all = all_rows<T>(info.size, columns);
+  auto const x_all = upload(all, s.ref());
+  streamkit::minmax_scaler<T> single(options);
+  single.fit(streamkit::matrix_ref<T const>::dense(x_all.data(), all.size() / columns, columns), s.ref());
+  EXPECT_TRUE(same_bits(scaler.global().data_min_host(), single.data_min_host()));
+  EXPECT_TRUE(same_bits(scaler.global().data_max_host(), single.data_max_host()));
+  EXPECT_TRUE(same_bits(scaler.global().scale_host(), single.scale_host()));
+  EXPECT_EQ(scaler.samples_seen(), all.size() / columns);
+
+  // This rank's rows transformed with the global statistics: what the single scaler gives them.
+  streamkit::device_buffer<T> out(mine.size() + 1, s.ref()), want(mine.size() + 1, s.ref());
+  STREAMKIT_CUDA_TRY(cudaMemsetAsync(out.data(), 0xff, out.size() * sizeof(T), s.ref().value()));  // poison
+  STREAMKIT_CUDA_TRY(cudaMemsetAsync(want.data(), 0xff, want.size() * sizeof(T), s.ref().value()));
+  if (rows > 0) {
+    scaler.transform(view, streamkit::matrix_ref<T>::dense(out.data(), rows, columns), s.ref());
+    single.transform(view, streamkit::matrix_ref<T>::dense(want.data(), rows, columns), s.ref());
+  }
+  EXPECT_TRUE(same_bits(download(out.data(), out.size(), s.ref()), download(want.data(), want.size(), s.ref())));
+
+  // partial_fit in two pieces per rank (the first piece may be empty) equals the one fit.
+  dist::distributed_minmax_scaler<T> pieces(world, options, how);
+  std::size_t const first = rows / 3;
+  pieces.partial_fit(streamkit::matrix_ref<T const>::dense(x.data(), first, columns), s.ref());
+  pieces.partial_fit(streamkit::matrix_ref<T const>::dense(x.data() + first * columns, rows - first, columns), s.ref());
+  EXPECT_TRUE(same_bits(pieces.global().data_min_host(), single.data_min_host()));
+  EXPECT_TRUE(same_bits(pieces.global().scale_host(), single.scale_host()));
+  EXPECT_EQ(pieces.samples_seen(), all.size() / columns);
+}
+
+std::vector<dist::transport> transports_here()
+{
+  // Device pointers only where the MPI library takes them (asked at run time; see the log line).
+  std::vector<dist::transport> here{dist::transport::host_staging};
+  if (dist::cuda_aware_mpi()) { here.push_back(dist::transport::device_pointers); }
+  return here;
+}
+
+}  // namespace
+
+TEST(DistributedGpu, ScalerFitIsBitIdenticalToOneFitOverTheConcatenationFloat)
+{
+  STREAMKIT_REQUIRE_GPU();
+  for (auto how : transports_here()) { check_distributed_scaler<float>(how); }
+}
+
+TEST(DistributedGpu, ScalerFitIsBitIdenticalToOneFitOverTheConcatenationDouble)
+{
+  STREAMKIT_REQUIRE_GPU();
+  for (auto how : transports_here()) { check_distributed_scaler<double>(how); }
+}
+
+TEST(DistributedGpu, ScalerRanksThatDisagreeAllThrowTheSameError)
+{
+  STREAMKIT_REQUIRE_GPU();
+  auto const info = me();
+  streamkit::device_guard const guard(rank_device());
+  streamkit::stream const s(rank_device());
+  std::size_t const columns = info.rank == 0 ? 3 : 4;
+  std::vector<double> const host(5 * columns, 1.5);
+  auto const x = upload(host, s.ref());
+  dist::distributed_minmax_scaler<double> scaler(world);
+  std::string message;
+  try {
+    scaler.fit(streamkit::matrix_ref<double const>::dense(x.data(), 5, columns), s.ref());
+  } catch (std::invalid_argument const& e) {
+    message = e.what();
+  }
+  EXPECT_EQ(message, "distributed_minmax_scaler::fit: the ranks disagree on the column count (values from 3 to 4)");
+  EXPECT_FALSE(scaler.global().fitted());
+
+  streamkit::minmax_options<double> options;
+  options.hi = info.rank == 0 ? 1.0 : 2.0;
+  dist::distributed_minmax_scaler<double> ranges(world, options);
+  EXPECT_THROW(ranges.fit(streamkit::matrix_ref<double const>::dense(x.data(), 5, 3), s.ref()), std::invalid_argument);
+}
+
+TEST(DistributedGpu, ScalerBadViewOnOneRankReachesEveryRank)
+{
+  STREAMKIT_REQUIRE_GPU();
+  auto const info = me();
+  streamkit::device_guard const guard(rank_device());
+  streamkit::stream const s(rank_device());
+  std::vector<float> const host(12, 1.0f);
+  auto const x = upload(host, s.ref());
+  auto view = streamkit::matrix_ref<float const>::dense(x.data(), 4, 3);
+  if (info.rank == info.size - 1) { view.ld = 2; }  // a pitch below the row: rejected by that rank's check
+  dist::distributed_minmax_scaler<float> scaler(world);
+  EXPECT_ANY_THROW(scaler.fit(view, s.ref()));
+  EXPECT_TRUE(dist::all_succeed(world, true));  // still in step
+}
