@@ -9,6 +9,8 @@ python3 benchmarks/make_report.py --gpu "NVIDIA H100 80GB HBM3" --date 2026-11-2
   --python-note "Measured on the tree of commit 3e5e10c (the device's copy had stale git metadata: streamkit_commit below reads c98fb14). Log: docs/results/h100_python_peers.log." \
   --python-peers docs/results/h100_python_overhead.json \
   --python-note "The final tree (commit 0119c74: CUDA torch tensors viewed from their fields instead of torch's __dlpack__), per-call cost and the nearest-neighbour rows of streamkit and the C++ binary again (command: --workloads overhead,nearest --methods streamkit,cpp). Log: docs/results/h100_python_overhead.log." \
+  --python-peers docs/results/h100_python_overhead_final.json \
+  --python-note "The tree of commit 841ada5 (torch results by Tensor.new_empty, stream and device read without building torch.device objects), per-call cost only (.carry-py/run_all.sh, the session's one device call, which also ran pytest and the MPI tests). Log: docs/results/h100_python_overhead_final.log." \
   docs/results/h100_nearest_neighbor.json docs/results/h100_minmax.json docs/results/h100_dispatcher.json docs/results/h100_dispatcher_nn.json \
   --scaling "NVIDIA H200 x2, front end=docs/results/h200x2_dispatcher_nn.json" \
   --scaling "NVIDIA H200 x2=docs/results/h200x2_dispatcher.json,docs/results/h200x2_minmax.json" \
