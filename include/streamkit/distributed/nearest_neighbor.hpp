@@ -64,6 +64,7 @@ struct candidate {
   std::int64_t id;
 };
 
+/// Whether `a` ranks before `b`: smaller angle, then smaller id; missing ones last.
 inline bool nearer(candidate const& a, candidate const& b)
 {
   bool const a_missing = a.id < 0, b_missing = b.id < 0;
@@ -72,18 +73,25 @@ inline bool nearer(candidate const& a, candidate const& b)
   return a.angle < b.angle || (a.angle == b.angle && a.id < b.id);
 }
 
-/// The k nearest of `candidates` into index[0, k) and angle[0, k), −1 and NaN where fewer exist.
-inline void keep_nearest(std::vector<candidate>& candidates, std::size_t k, std::int64_t* index, double* angle)
+/// Merges `other` (k candidates, nearest first, from another shard) into `index`/`angle` (k, nearest
+/// first) in place, keeping the k nearest: both lists are ordered as nearer() orders, and no id is in
+/// both, so this is the k smallest of their union.
+inline void merge_nearest(std::int64_t* index, double* angle, std::int64_t const* other_index, double const* other_angle,
+                          std::size_t k, candidate* merged)
 {
-  std::size_t const kept = std::min(k, candidates.size());
-  std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(kept), candidates.end(), nearer);
+  std::size_t a = 0, b = 0;
   for (std::size_t j = 0; j < k; ++j) {
-    bool const found = j < kept && candidates[j].id >= 0;
-    index[j] = found ? candidates[j].id : -1;
-    angle[j] = found ? candidates[j].angle : std::numeric_limits<double>::quiet_NaN();
+    candidate const mine{angle[a], index[a]}, theirs{other_angle[b], other_index[b]};
+    merged[j] = nearer(theirs, mine) ? (++b, theirs) : (++a, mine);
+  }
+  for (std::size_t j = 0; j < k; ++j) {
+    bool const found = merged[j].id >= 0;
+    index[j] = found ? merged[j].id : -1;
+    angle[j] = found ? merged[j].angle : std::numeric_limits<double>::quiet_NaN();
   }
 }
 
+/// `count` as an MPI count. @throws std::length_error beyond 2^31 - 1.
 inline int mpi_count(std::size_t count, char const* what)
 {
   if (count > static_cast<std::size_t>(std::numeric_limits<int>::max())) {
@@ -182,7 +190,9 @@ class distributed_nearest {
     to_global(index, count * k, offsets_[me]);
 
     // Phase 2: send each observation to the other shards whose cap comes within its bound.
-    std::vector<std::vector<std::size_t>> routed(ranks);
+    auto& routed = routed_;
+    routed.resize(ranks);
+    for (auto& list : routed) { list.clear(); }
     for (std::size_t i = 0; i < count; ++i) {
       if (!std::isfinite(latitude[i]) || !std::isfinite(longitude[i])) { continue; }
       double const bound = index[i * k + k - 1] < 0 ? HUGE_VAL : angle[i * k + k - 1];
@@ -190,41 +200,55 @@ class distributed_nearest {
         if (r != me && detail::min_angle_to(caps_[r], latitude[i], longitude[i]) <= bound) { routed[r].push_back(i); }
       }
     }
+    std::size_t sent_observations = 0;
     std::vector<int> send_counts(ranks), receive_counts(ranks);
-    for (std::size_t r = 0; r < ranks; ++r) { send_counts[r] = detail::mpi_count(2 * routed[r].size(), "query"); }
+    for (std::size_t r = 0; r < ranks; ++r) {
+      send_counts[r] = detail::mpi_count(routed[r].size(), "query");
+      sent_observations += routed[r].size();
+    }
+    auto& outgoing_latitude = outgoing_latitude_;
+    auto& outgoing_longitude = outgoing_longitude_;
+    outgoing_latitude.clear();
+    outgoing_longitude.clear();
+    for (auto const& list : routed) {
+      for (std::size_t i : list) { outgoing_latitude.push_back(latitude[i]), outgoing_longitude.push_back(longitude[i]); }
+    }
     double const start = MPI_Wtime();
     mpi_check(MPI_Alltoall(send_counts.data(), 1, MPI_INT, receive_counts.data(), 1, MPI_INT, comm_), "MPI_Alltoall");
-    std::vector<double> outgoing;
-    for (std::size_t r = 0; r < ranks; ++r) {
-      for (std::size_t i : routed[r]) { outgoing.insert(outgoing.end(), {latitude[i], longitude[i]}); }
-    }
     auto const send_at = detail::displacements(send_counts), receive_at = detail::displacements(receive_counts);
-    std::size_t const incoming_values = static_cast<std::size_t>(receive_at.back() + receive_counts.back());
-    std::vector<double> incoming(incoming_values);
-    mpi_check(MPI_Alltoallv(outgoing.data(), send_counts.data(), send_at.data(), MPI_DOUBLE, incoming.data(), receive_counts.data(),
-                            receive_at.data(), MPI_DOUBLE, comm_),
+    std::size_t const visitors = static_cast<std::size_t>(receive_at.back() + receive_counts.back());
+    auto& visitor_latitude = visitor_latitude_;
+    auto& visitor_longitude = visitor_longitude_;
+    visitor_latitude.resize(visitors);
+    visitor_longitude.resize(visitors);
+    mpi_check(MPI_Alltoallv(outgoing_latitude.data(), send_counts.data(), send_at.data(), MPI_DOUBLE, visitor_latitude.data(),
+                            receive_counts.data(), receive_at.data(), MPI_DOUBLE, comm_),
+              "MPI_Alltoallv");
+    mpi_check(MPI_Alltoallv(outgoing_longitude.data(), send_counts.data(), send_at.data(), MPI_DOUBLE, visitor_longitude.data(),
+                            receive_counts.data(), receive_at.data(), MPI_DOUBLE, comm_),
               "MPI_Alltoallv");
     double exchanged = MPI_Wtime() - start;
 
     // Phase 3: search the visitors in this shard and send their k candidates back.
-    std::size_t const visitors = incoming_values / 2;
-    std::vector<double> visitor_latitude(visitors), visitor_longitude(visitors);
-    for (std::size_t v = 0; v < visitors; ++v) { visitor_latitude[v] = incoming[2 * v], visitor_longitude[v] = incoming[2 * v + 1]; }
-    std::vector<std::int64_t> found(visitors * k);
-    std::vector<double> found_angle(visitors * k);
+    auto& found = found_;
+    auto& found_angle = found_angle_;
+    found.resize(visitors * k);
+    found_angle.resize(visitors * k);
     run_everywhere(comm_, "distributed_nearest::query", [&] {
       searcher_.search(visitor_latitude.data(), visitor_longitude.data(), visitors, k, found.data(), found_angle.data());
     });
     to_global(found.data(), found.size(), offsets_[me]);
     std::vector<int> answer_counts(ranks), returned_counts(ranks);
     for (std::size_t r = 0; r < ranks; ++r) {
-      answer_counts[r] = detail::mpi_count(static_cast<std::size_t>(receive_counts[r]) / 2 * k, "query");
+      answer_counts[r] = detail::mpi_count(static_cast<std::size_t>(receive_counts[r]) * k, "query");
       returned_counts[r] = detail::mpi_count(routed[r].size() * k, "query");
     }
     auto const answer_at = detail::displacements(answer_counts), returned_at = detail::displacements(returned_counts);
     std::size_t const returned = static_cast<std::size_t>(returned_at.back() + returned_counts.back());
-    std::vector<std::int64_t> returned_index(returned);
-    std::vector<double> returned_angle(returned);
+    auto& returned_index = returned_index_;
+    auto& returned_angle = returned_angle_;
+    returned_index.resize(returned);
+    returned_angle.resize(returned);
     double const back = MPI_Wtime();
     mpi_check(MPI_Alltoallv(found.data(), answer_counts.data(), answer_at.data(), MPI_INT64_T, returned_index.data(),
                             returned_counts.data(), returned_at.data(), MPI_INT64_T, comm_),
@@ -234,26 +258,19 @@ class distributed_nearest {
               "MPI_Alltoallv");
     exchanged += MPI_Wtime() - back;
 
-    // Phase 4: merge, per observation, its own k with the k of every shard it visited.
-    std::vector<std::vector<detail::candidate>> candidates(count);
+    // Phase 4: merge, per observation, its own k with the k of every shard it visited (each list is
+    // ordered, so a linear merge; an observation no other shard can improve is left as it is).
+    std::vector<detail::candidate> merged(k);
     for (std::size_t r = 0; r < ranks; ++r) {
       for (std::size_t v = 0; v < routed[r].size(); ++v) {
-        std::size_t const from = static_cast<std::size_t>(returned_at[r]) + v * k;
-        auto& list = candidates[routed[r][v]];
-        for (std::size_t j = 0; j < k; ++j) { list.push_back({returned_angle[from + j], returned_index[from + j]}); }
+        std::size_t const from = static_cast<std::size_t>(returned_at[r]) + v * k, i = routed[r][v];
+        detail::merge_nearest(index + i * k, angle + i * k, returned_index.data() + from, returned_angle.data() + from, k, merged.data());
       }
     }
-    for (std::size_t i = 0; i < count; ++i) {
-      if (candidates[i].empty()) { continue; }  // no other shard can hold a nearer reference
-      for (std::size_t j = 0; j < k; ++j) { candidates[i].push_back({angle[i * k + j], index[i * k + j]}); }
-      detail::keep_nearest(candidates[i], k, index + i * k, angle + i * k);
-    }
 
-    std::uint64_t sent_observations = 0;
-    for (auto const& list : routed) { sent_observations += list.size(); }
     stats_.observations_sent = sent_observations;
     stats_.bytes_sent = sent_observations * 2 * sizeof(double) + visitors * k * (sizeof(std::int64_t) + sizeof(double)) +
-                        ranks * sizeof(int) * 1;
+                        ranks * sizeof(int);
     stats_.bytes_received = visitors * 2 * sizeof(double) + returned * (sizeof(std::int64_t) + sizeof(double)) + ranks * sizeof(int);
     stats_.seconds = exchanged;
   }
@@ -273,6 +290,11 @@ class distributed_nearest {
   std::vector<double> all_latitude_;         // replicated: every rank's references
   std::vector<double> all_longitude_;
   std::vector<detail::sphere_cap> caps_;     // sharded: every rank's cap
+  // Sharded queries' working memory, kept so that a loop of queries of one size allocates nothing.
+  std::vector<std::vector<std::size_t>> routed_;  // per rank: the observations sent there
+  std::vector<double> outgoing_latitude_, outgoing_longitude_, visitor_latitude_, visitor_longitude_;
+  std::vector<std::int64_t> found_, returned_index_;
+  std::vector<double> found_angle_, returned_angle_;
   exchange_stats stats_;
 };
 
