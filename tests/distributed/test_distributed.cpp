@@ -37,6 +37,13 @@ bool same_on_every_rank(T value)
   return true;
 }
 
+/// Angle between unit vectors, by atan2 (accurate near 0 and π, where acos is not).
+double angle_between(double ax, double ay, double az, double bx, double by, double bz)
+{
+  double const cx = ay * bz - az * by, cy = az * bx - ax * bz, cz = ax * by - ay * bx;
+  return std::atan2(std::sqrt(cx * cx + cy * cy + cz * cz), ax * bx + ay * by + az * bz);
+}
+
 std::uint64_t text_hash(std::string const& text) { return std::hash<std::string>{}(text); }
 
 }  // namespace
@@ -158,6 +165,74 @@ TEST(Distributed, ColumnExtremaRejectRanksThatDisagreeOnTheColumnCount)
   std::vector<double> min(columns, 0.0), max(columns, 1.0);
   EXPECT_THROW(dist::allreduce_column_extrema(world, min.data(), max.data(), columns), std::invalid_argument);
   EXPECT_EQ(min, std::vector<double>(columns, 0.0));  // nothing written
+}
+
+TEST(DistributedNearest, RoutingNeverMissesAShardWithinReach)
+{
+  // cap_of holds its points, and within_reach agrees with the exact test (the angle to the cap's
+  // centre, by atan2, at most radius + bound), for random caps and points, many of them placed at the boundary of the reach, where the
+  // dot-product test's rounding matters: it may add a visit there, never lose one.
+  std::mt19937_64 rng(20261123);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  auto const random_point = [&](double& latitude, double& longitude) {
+    latitude = std::asin(2 * unit(rng) - 1), longitude = M_PI * (2 * unit(rng) - 1);
+  };
+  std::size_t extra_elsewhere = 0, boundary = 0;
+  for (int trial = 0; trial < 200000; ++trial) {
+    // A cap of 1..64 points within a random spread (1e-7 to 3 rad) of a random centre.
+    double centre_lat, centre_lon;
+    random_point(centre_lat, centre_lon);
+    double const spread = std::pow(10.0, -7 + 7.5 * unit(rng));
+    std::size_t const count = 1 + static_cast<std::size_t>(64 * unit(rng));
+    std::vector<double> latitude(count), longitude(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      latitude[i] = std::clamp(centre_lat + spread * (2 * unit(rng) - 1), -M_PI / 2, M_PI / 2);
+      longitude[i] = centre_lon + spread * (2 * unit(rng) - 1);
+    }
+    dist::detail::sphere_cap const cap = dist::detail::cap_of(latitude.data(), longitude.data(), count);
+    for (std::size_t i = 0; i < count; ++i) {  // the cap holds its points
+      double px, py, pz;
+      dist::detail::unit_vector(latitude[i], longitude[i], px, py, pz);
+      ASSERT_LE(angle_between(cap.x, cap.y, cap.z, px, py, pz), cap.angle) << "point " << i << " of " << count << ", spread " << spread;
+    }
+    double lat, lon, x, y, z;
+    random_point(lat, lon);
+    dist::detail::unit_vector(lat, lon, x, y, z);
+    double const to_centre = angle_between(cap.x, cap.y, cap.z, x, y, z);
+    // Half the trials put the bound at the exact reach, give or take a few ulps.
+    double bound = std::pow(10.0, -9 + 9.5 * unit(rng));
+    if (trial % 2 == 0) {
+      bound = std::max(0.0, to_centre - cap.angle);
+      for (int step = static_cast<int>(8 * unit(rng)) - 4; step != 0; step += step < 0 ? 1 : -1) {
+        bound = std::nextafter(bound, step < 0 ? 0.0 : HUGE_VAL);
+      }
+      ++boundary;
+    }
+    bool const exact = to_centre <= cap.angle + bound;
+    bool const routed = dist::detail::within_reach(cap, x, y, z, bound, std::cos(bound), std::sin(bound));
+    ASSERT_TRUE(routed || !exact) << "missed: to_centre " << to_centre << " radius " << cap.angle << " bound " << bound;
+    if (trial % 2 != 0) { extra_elsewhere += routed && !exact; }
+  }
+  // A wider test costs only visits: at the boundary they are expected, elsewhere (random bounds) rare.
+  EXPECT_LE(extra_elsewhere, boundary / 1000) << extra_elsewhere << " extra visits away from the boundary";
+  // cap_of on four threads (parts of 2^15 points and more), a clustered set with invalid points.
+  std::vector<double> latitude(300001), longitude(latitude.size());
+  for (std::size_t i = 0; i < latitude.size(); ++i) { latitude[i] = 0.4 + 0.01 * unit(rng), longitude[i] = -1.0 + 0.02 * unit(rng); }
+  latitude[12345] = std::numeric_limits<double>::quiet_NaN(), longitude[200000] = HUGE_VAL;
+  dist::detail::sphere_cap const threaded = dist::detail::cap_of(latitude.data(), longitude.data(), latitude.size(), 4);
+  EXPECT_LT(threaded.angle, 0.02);
+  for (std::size_t i = 0; i < latitude.size(); ++i) {
+    if (i == 12345 || i == 200000) { continue; }
+    double x, y, z;
+    dist::detail::unit_vector(latitude[i], longitude[i], x, y, z);
+    ASSERT_LE(angle_between(threaded.x, threaded.y, threaded.z, x, y, z), threaded.angle) << "point " << i;
+  }
+  // An empty shard is never visited; an unbounded observation visits every other one.
+  dist::detail::sphere_cap const empty = dist::detail::cap_of(nullptr, nullptr, 0);
+  EXPECT_FALSE(dist::detail::within_reach(empty, 0, 0, 1, HUGE_VAL, std::cos(1.0), std::sin(1.0)));
+  double const one_lat = 0.3, one_lon = -2.0;
+  dist::detail::sphere_cap const point = dist::detail::cap_of(&one_lat, &one_lon, 1);
+  EXPECT_TRUE(dist::detail::within_reach(point, 0, 0, -1, HUGE_VAL, std::cos(1.0), std::sin(1.0)));
 }
 
 namespace {

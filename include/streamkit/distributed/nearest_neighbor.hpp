@@ -28,6 +28,7 @@
 /// (communicator.hpp).
 
 #include <streamkit/distributed/communicator.hpp>
+#include <streamkit/distributed/detail/parallel_ranges.hpp>
 #include <streamkit/distributed/detail/sphere_cap.hpp>
 
 #include <algorithm>
@@ -118,7 +119,7 @@ class distributed_nearest {
   /// @param layout the same on every rank (checked).
   /// @param searcher runs this rank's own searches (see the file's description).
   distributed_nearest(MPI_Comm comm, reference_layout layout, Searcher searcher = Searcher())
-      : comm_(comm), layout_(layout), searcher_(std::move(searcher)), info_(describe(comm))
+      : comm_(comm), layout_(layout), searcher_(std::move(searcher)), info_(describe(comm)), threads_(detail::host_threads(info_.local_size))
   {
     expect_agreement(comm_, "distributed_nearest", {{"the reference layout", static_cast<std::uint64_t>(layout_)}});
   }
@@ -147,7 +148,7 @@ class distributed_nearest {
       stats_.seconds = MPI_Wtime() - start;
       run_everywhere(comm_, "distributed_nearest::update", [&] { searcher_.prepare(all_latitude_.data(), all_longitude_.data(), total); });
     } else {
-      detail::sphere_cap const mine = detail::cap_of(latitude, longitude, count);
+      detail::sphere_cap const mine = detail::cap_of(latitude, longitude, count, threads_);
       caps_.resize(static_cast<std::size_t>(info_.size));
       mpi_check(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, caps_.data(), sizeof mine, MPI_BYTE, comm_), "MPI_Allgather");
       stats_.bytes_sent = sizeof mine * static_cast<std::uint64_t>(info_.size - 1);
@@ -190,29 +191,10 @@ class distributed_nearest {
     to_global(index, count * k, offsets_[me]);
 
     // Phase 2: send each observation to the other shards whose cap comes within its bound.
-    auto& routed = routed_;
-    routed.resize(ranks);
-    for (auto& list : routed) { list.clear(); }
-    for (std::size_t i = 0; i < count; ++i) {
-      if (!std::isfinite(latitude[i]) || !std::isfinite(longitude[i])) { continue; }
-      double const bound = index[i * k + k - 1] < 0 ? HUGE_VAL : angle[i * k + k - 1];
-      for (std::size_t r = 0; r < ranks; ++r) {
-        if (r != me && detail::min_angle_to(caps_[r], latitude[i], longitude[i]) <= bound) { routed[r].push_back(i); }
-      }
-    }
-    std::size_t sent_observations = 0;
+    std::size_t const parts = detail::part_count(count, threads_);
     std::vector<int> send_counts(ranks), receive_counts(ranks);
-    for (std::size_t r = 0; r < ranks; ++r) {
-      send_counts[r] = detail::mpi_count(routed[r].size(), "query");
-      sent_observations += routed[r].size();
-    }
-    auto& outgoing_latitude = outgoing_latitude_;
-    auto& outgoing_longitude = outgoing_longitude_;
-    outgoing_latitude.clear();
-    outgoing_longitude.clear();
-    for (auto const& list : routed) {
-      for (std::size_t i : list) { outgoing_latitude.push_back(latitude[i]), outgoing_longitude.push_back(longitude[i]); }
-    }
+    std::size_t sent_observations = 0;
+    run_everywhere(comm_, "distributed_nearest::query", [&] { route(latitude, longitude, count, k, index, angle, send_counts, sent_observations); });
     double const start = MPI_Wtime();
     mpi_check(MPI_Alltoall(send_counts.data(), 1, MPI_INT, receive_counts.data(), 1, MPI_INT, comm_), "MPI_Alltoall");
     auto const send_at = detail::displacements(send_counts), receive_at = detail::displacements(receive_counts);
@@ -221,10 +203,10 @@ class distributed_nearest {
     auto& visitor_longitude = visitor_longitude_;
     visitor_latitude.resize(visitors);
     visitor_longitude.resize(visitors);
-    mpi_check(MPI_Alltoallv(outgoing_latitude.data(), send_counts.data(), send_at.data(), MPI_DOUBLE, visitor_latitude.data(),
+    mpi_check(MPI_Alltoallv(outgoing_latitude_.data(), send_counts.data(), send_at.data(), MPI_DOUBLE, visitor_latitude.data(),
                             receive_counts.data(), receive_at.data(), MPI_DOUBLE, comm_),
               "MPI_Alltoallv");
-    mpi_check(MPI_Alltoallv(outgoing_longitude.data(), send_counts.data(), send_at.data(), MPI_DOUBLE, visitor_longitude.data(),
+    mpi_check(MPI_Alltoallv(outgoing_longitude_.data(), send_counts.data(), send_at.data(), MPI_DOUBLE, visitor_longitude.data(),
                             receive_counts.data(), receive_at.data(), MPI_DOUBLE, comm_),
               "MPI_Alltoallv");
     double exchanged = MPI_Wtime() - start;
@@ -241,7 +223,7 @@ class distributed_nearest {
     std::vector<int> answer_counts(ranks), returned_counts(ranks);
     for (std::size_t r = 0; r < ranks; ++r) {
       answer_counts[r] = detail::mpi_count(static_cast<std::size_t>(receive_counts[r]) * k, "query");
-      returned_counts[r] = detail::mpi_count(routed[r].size() * k, "query");
+      returned_counts[r] = detail::mpi_count(static_cast<std::size_t>(send_counts[r]) * k, "query");
     }
     auto const answer_at = detail::displacements(answer_counts), returned_at = detail::displacements(returned_counts);
     std::size_t const returned = static_cast<std::size_t>(returned_at.back() + returned_counts.back());
@@ -259,20 +241,76 @@ class distributed_nearest {
     exchanged += MPI_Wtime() - back;
 
     // Phase 4: merge, per observation, its own k with the k of every shard it visited (each list is
-    // ordered, so a linear merge; an observation no other shard can improve is left as it is).
-    std::vector<detail::candidate> merged(k);
-    for (std::size_t r = 0; r < ranks; ++r) {
-      for (std::size_t v = 0; v < routed[r].size(); ++v) {
-        std::size_t const from = static_cast<std::size_t>(returned_at[r]) + v * k, i = routed[r][v];
-        detail::merge_nearest(index + i * k, angle + i * k, returned_index.data() + from, returned_angle.data() + from, k, merged.data());
+    // ordered, so a linear merge; an observation no other shard can improve is left as it is). Each
+    // part merges the observations it routed: no two parts touch one row.
+    merged_.resize(parts * k);
+    detail::parallel_ranges(count, threads_, [&](std::size_t, std::size_t, std::size_t part) {
+      for (std::size_t r = 0; r < ranks; ++r) {
+        auto const& list = routed_[part][r];
+        std::size_t from = static_cast<std::size_t>(returned_at[r]) + (place_[part * ranks + r] - static_cast<std::size_t>(send_at[r])) * k;
+        for (std::size_t i : list) {
+          detail::merge_nearest(index + i * k, angle + i * k, returned_index.data() + from, returned_angle.data() + from, k,
+                                merged_.data() + part * k);
+          from += k;
+        }
       }
-    }
+    });
 
     stats_.observations_sent = sent_observations;
     stats_.bytes_sent = sent_observations * 2 * sizeof(double) + visitors * k * (sizeof(std::int64_t) + sizeof(double)) +
                         ranks * sizeof(int);
     stats_.bytes_received = visitors * 2 * sizeof(double) + returned * (sizeof(std::int64_t) + sizeof(double)) + ranks * sizeof(int);
     stats_.seconds = exchanged;
+  }
+
+  /// Phase 2 of a sharded query: which other shards each observation visits. The observations are
+  /// cut into parts, one per host thread; each part routes its own into lists per rank, which land in
+  /// the rank-ordered send buffers (outgoing_*; send_counts per rank) in part order.
+  void route(double const* latitude, double const* longitude, std::size_t count, std::size_t k, std::int64_t const* index,
+             double const* angle, std::vector<int>& send_counts, std::size_t& sent_observations)
+  {
+    auto const ranks = static_cast<std::size_t>(info_.size);
+    auto const me = static_cast<std::size_t>(info_.rank);
+    std::size_t const parts = detail::part_count(count, threads_);
+    routed_.resize(parts);
+    for (auto& lists : routed_) {
+      lists.resize(ranks);
+      for (auto& list : lists) { list.clear(); }
+    }
+    bool const others = std::any_of(caps_.begin(), caps_.end(), [&](detail::sphere_cap const& cap) { return &cap != &caps_[me] && cap.angle >= 0; });
+    if (others) {
+      detail::parallel_ranges(count, threads_, [&](std::size_t begin, std::size_t end, std::size_t part) {
+        auto& lists = routed_[part];
+        for (std::size_t i = begin; i < end; ++i) {
+          if (!std::isfinite(latitude[i]) || !std::isfinite(longitude[i])) { continue; }
+          double const bound = index[i * k + k - 1] < 0 ? HUGE_VAL : angle[i * k + k - 1];
+          double const cos_bound = std::cos(bound), sin_bound = std::sin(bound);
+          double x, y, z;
+          detail::unit_vector(latitude[i], longitude[i], x, y, z);
+          for (std::size_t r = 0; r < ranks; ++r) {
+            if (r != me && detail::within_reach(caps_[r], x, y, z, bound, cos_bound, sin_bound)) { lists[r].push_back(i); }
+          }
+        }
+      });
+    }
+    place_.resize(parts * ranks);  // place_[part * ranks + r]: where part's list for rank r starts
+    sent_observations = 0;
+    for (std::size_t r = 0; r < ranks; ++r) {
+      std::size_t const first = sent_observations;
+      for (std::size_t part = 0; part < parts; ++part) {
+        place_[part * ranks + r] = sent_observations;
+        sent_observations += routed_[part][r].size();
+      }
+      send_counts[r] = detail::mpi_count(sent_observations - first, "query");
+    }
+    outgoing_latitude_.resize(sent_observations);
+    outgoing_longitude_.resize(sent_observations);
+    detail::parallel_ranges(count, threads_, [&](std::size_t, std::size_t, std::size_t part) {
+      for (std::size_t r = 0; r < ranks; ++r) {
+        std::size_t at = place_[part * ranks + r];
+        for (std::size_t i : routed_[part][r]) { outgoing_latitude_[at] = latitude[i], outgoing_longitude_[at++] = longitude[i]; }
+      }
+    });
   }
 
   static void to_global(std::int64_t* index, std::size_t count, std::uint64_t offset)
@@ -290,8 +328,11 @@ class distributed_nearest {
   std::vector<double> all_latitude_;         // replicated: every rank's references
   std::vector<double> all_longitude_;
   std::vector<detail::sphere_cap> caps_;     // sharded: every rank's cap
+  std::size_t threads_;                      // for the host loops: the node's cores shared by its ranks
   // Sharded queries' working memory, kept so that a loop of queries of one size allocates nothing.
-  std::vector<std::vector<std::size_t>> routed_;  // per rank: the observations sent there
+  std::vector<std::vector<std::vector<std::size_t>>> routed_;  // [part][rank]: observations sent there
+  std::vector<std::size_t> place_;                             // [part * ranks + rank]: their place in the send buffers
+  std::vector<detail::candidate> merged_;                      // k per part
   std::vector<double> outgoing_latitude_, outgoing_longitude_, visitor_latitude_, visitor_longitude_;
   std::vector<std::int64_t> found_, returned_index_;
   std::vector<double> found_angle_, returned_angle_;
