@@ -18,6 +18,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace distributed_test;
@@ -165,6 +166,30 @@ TEST(Distributed, ColumnExtremaRejectRanksThatDisagreeOnTheColumnCount)
   std::vector<double> min(columns, 0.0), max(columns, 1.0);
   EXPECT_THROW(dist::allreduce_column_extrema(world, min.data(), max.data(), columns), std::invalid_argument);
   EXPECT_EQ(min, std::vector<double>(columns, 0.0));  // nothing written
+}
+
+TEST(Distributed, HostLoopsCoverEveryItemOnceAndPassOnFailures)
+{
+  std::size_t const threads = dist::detail::host_threads(me().local_size);
+  EXPECT_GE(threads, 1u);
+  EXPECT_LE(threads, std::max(1u, std::thread::hardware_concurrency()));
+  for (std::size_t count : {std::size_t{0}, std::size_t{1}, dist::detail::items_per_part * 5 + 3}) {
+    std::size_t const parts = dist::detail::part_count(count, 4);
+    std::vector<int> seen(count, 0);
+    std::vector<std::size_t> first(parts, count), last(parts, 0);
+    dist::detail::parallel_ranges(count, 4, [&](std::size_t begin, std::size_t end, std::size_t part) {
+      first[part] = begin, last[part] = end;
+      for (std::size_t i = begin; i < end; ++i) { ++seen[i]; }
+    });
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<std::ptrdiff_t>(count));
+    for (std::size_t part = 1; part < parts; ++part) { EXPECT_EQ(first[part], last[part - 1]); }  // contiguous, in order
+    EXPECT_EQ(parts, count > 4 * dist::detail::items_per_part ? 4u : std::max<std::size_t>(1, count / dist::detail::items_per_part));
+  }
+  EXPECT_THROW(dist::detail::parallel_ranges(dist::detail::items_per_part * 4, 4,
+                                             [](std::size_t, std::size_t, std::size_t part) {
+                                               if (part == 2) { throw std::runtime_error("part 2"); }
+                                             }),
+               std::runtime_error);
 }
 
 TEST(DistributedNearest, RoutingNeverMissesAShardWithinReach)

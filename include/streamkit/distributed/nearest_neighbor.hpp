@@ -246,7 +246,7 @@ class distributed_nearest {
     merged_.resize(parts * k);
     detail::parallel_ranges(count, threads_, [&](std::size_t, std::size_t, std::size_t part) {
       for (std::size_t r = 0; r < ranks; ++r) {
-        auto const& list = routed_[part][r];
+        auto const& list = routed_[part * ranks + r].observations;
         std::size_t from = static_cast<std::size_t>(returned_at[r]) + (place_[part * ranks + r] - static_cast<std::size_t>(send_at[r])) * k;
         for (std::size_t i : list) {
           detail::merge_nearest(index + i * k, angle + i * k, returned_index.data() + from, returned_angle.data() + from, k,
@@ -272,15 +272,12 @@ class distributed_nearest {
     auto const ranks = static_cast<std::size_t>(info_.size);
     auto const me = static_cast<std::size_t>(info_.rank);
     std::size_t const parts = detail::part_count(count, threads_);
-    routed_.resize(parts);
-    for (auto& lists : routed_) {
-      lists.resize(ranks);
-      for (auto& list : lists) { list.clear(); }
-    }
+    routed_.resize(parts * ranks);
+    for (auto& list : routed_) { list.observations.clear(); }
     bool const others = std::any_of(caps_.begin(), caps_.end(), [&](detail::sphere_cap const& cap) { return &cap != &caps_[me] && cap.angle >= 0; });
     if (others) {
       detail::parallel_ranges(count, threads_, [&](std::size_t begin, std::size_t end, std::size_t part) {
-        auto& lists = routed_[part];
+        routed_list* lists = routed_.data() + part * ranks;
         for (std::size_t i = begin; i < end; ++i) {
           if (!std::isfinite(latitude[i]) || !std::isfinite(longitude[i])) { continue; }
           double const bound = index[i * k + k - 1] < 0 ? HUGE_VAL : angle[i * k + k - 1];
@@ -288,7 +285,7 @@ class distributed_nearest {
           double x, y, z;
           detail::unit_vector(latitude[i], longitude[i], x, y, z);
           for (std::size_t r = 0; r < ranks; ++r) {
-            if (r != me && detail::within_reach(caps_[r], x, y, z, bound, cos_bound, sin_bound)) { lists[r].push_back(i); }
+            if (r != me && detail::within_reach(caps_[r], x, y, z, bound, cos_bound, sin_bound)) { lists[r].observations.push_back(i); }
           }
         }
       });
@@ -299,7 +296,7 @@ class distributed_nearest {
       std::size_t const first = sent_observations;
       for (std::size_t part = 0; part < parts; ++part) {
         place_[part * ranks + r] = sent_observations;
-        sent_observations += routed_[part][r].size();
+        sent_observations += routed_[part * ranks + r].observations.size();
       }
       send_counts[r] = detail::mpi_count(sent_observations - first, "query");
     }
@@ -308,7 +305,7 @@ class distributed_nearest {
     detail::parallel_ranges(count, threads_, [&](std::size_t, std::size_t, std::size_t part) {
       for (std::size_t r = 0; r < ranks; ++r) {
         std::size_t at = place_[part * ranks + r];
-        for (std::size_t i : routed_[part][r]) { outgoing_latitude_[at] = latitude[i], outgoing_longitude_[at++] = longitude[i]; }
+        for (std::size_t i : routed_[part * ranks + r].observations) { outgoing_latitude_[at] = latitude[i], outgoing_longitude_[at++] = longitude[i]; }
       }
     });
   }
@@ -330,7 +327,10 @@ class distributed_nearest {
   std::vector<detail::sphere_cap> caps_;     // sharded: every rank's cap
   std::size_t threads_;                      // for the host loops: the node's cores shared by its ranks
   // Sharded queries' working memory, kept so that a loop of queries of one size allocates nothing.
-  std::vector<std::vector<std::vector<std::size_t>>> routed_;  // [part][rank]: observations sent there
+  struct alignas(64) routed_list {  // a cache line each: the parts' threads grow them side by side
+    std::vector<std::size_t> observations;
+  };
+  std::vector<routed_list> routed_;                            // [part * ranks + rank]: observations sent there
   std::vector<std::size_t> place_;                             // [part * ranks + rank]: their place in the send buffers
   std::vector<detail::candidate> merged_;                      // k per part
   std::vector<double> outgoing_latitude_, outgoing_longitude_, visitor_latitude_, visitor_longitude_;

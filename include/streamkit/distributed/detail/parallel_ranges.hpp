@@ -3,6 +3,10 @@
 // ranks share: per observation they cost tens of nanoseconds of trigonometry, as much as the GPU's
 // search of millions of points when run on one core.
 
+#ifdef __linux__
+#include <sched.h>
+#endif
+
 #include <algorithm>
 #include <cstddef>
 #include <exception>
@@ -15,11 +19,20 @@ namespace streamkit::distributed::detail {
 /// Below this many items per part a loop is not split (a thread's start costs ~10 µs).
 inline constexpr std::size_t items_per_part = std::size_t{1} << 15;
 
-/// Threads for one rank's host loops: the node's hardware threads shared among its `ranks_on_node`.
+/// Threads for one rank's host loops: the CPUs this process may run on. A process bound to some of
+/// the node's CPUs (mpirun binds each rank to one core by default) gets those; an unbound one shares
+/// the node's CPUs with the other `ranks_on_node`.
 inline std::size_t host_threads(int ranks_on_node)
 {
-  std::size_t const cores = std::max(1u, std::thread::hardware_concurrency());
-  return std::max<std::size_t>(1, cores / static_cast<std::size_t>(std::max(1, ranks_on_node)));
+  std::size_t const node = std::max(1u, std::thread::hardware_concurrency());
+#ifdef __linux__
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
+    auto const mine = static_cast<std::size_t>(CPU_COUNT(&allowed));
+    if (mine > 0 && mine < node) { return mine; }
+  }
+#endif
+  return std::max<std::size_t>(1, node / static_cast<std::size_t>(std::max(1, ranks_on_node)));
 }
 
 /// How many parts parallel_ranges() cuts `count` items into with `threads` threads.

@@ -49,12 +49,14 @@ inline sphere_cap cap_of(double const* latitude, double const* longitude, std::s
   std::vector<part_sums> parts(part_count(count, threads));
   auto const for_each_point = [&](auto const& visit) {
     parallel_ranges(count, threads, [&](std::size_t begin, std::size_t end, std::size_t part) {
+      part_sums sums = parts[part];  // parts share cache lines: each thread sums in its own copy
       for (std::size_t i = begin; i < end; ++i) {
         if (!std::isfinite(latitude[i]) || !std::isfinite(longitude[i])) { continue; }
         double x, y, z;
         unit_vector(latitude[i], longitude[i], x, y, z);
-        visit(parts[part], x, y, z);
+        visit(sums, x, y, z);
       }
+      parts[part] = sums;
     });
   };
   for_each_point([](part_sums& p, double x, double y, double z) { p.x += x, p.y += y, p.z += z, ++p.valid; });
