@@ -109,6 +109,18 @@ inline std::vector<int> displacements(std::vector<int> const& counts)
   return at;
 }
 
+/// One MPI_Alltoallv of `send` (send_counts[r] values for rank r, from send_at[r]) into `receive`,
+/// resized to what arrives (receive_counts[r] values from rank r, at receive_at[r]).
+template <class T>
+void exchange(std::vector<T> const& send, std::vector<int> const& send_counts, std::vector<int> const& send_at, std::vector<T>& receive,
+              std::vector<int> const& receive_counts, std::vector<int> const& receive_at, MPI_Comm comm)
+{
+  receive.resize(static_cast<std::size_t>(receive_at.back() + receive_counts.back()));
+  mpi_check(MPI_Alltoallv(send.data(), send_counts.data(), send_at.data(), mpi_type<T>(), receive.data(), receive_counts.data(),
+                          receive_at.data(), mpi_type<T>(), comm),
+            "MPI_Alltoallv");
+}
+
 }  // namespace detail
 
 /// The distributed search over one communicator (see the file's description). Not thread-safe.
@@ -199,45 +211,26 @@ class distributed_nearest {
     mpi_check(MPI_Alltoall(send_counts.data(), 1, MPI_INT, receive_counts.data(), 1, MPI_INT, comm_), "MPI_Alltoall");
     auto const send_at = detail::displacements(send_counts), receive_at = detail::displacements(receive_counts);
     std::size_t const visitors = static_cast<std::size_t>(receive_at.back() + receive_counts.back());
-    auto& visitor_latitude = visitor_latitude_;
-    auto& visitor_longitude = visitor_longitude_;
-    visitor_latitude.resize(visitors);
-    visitor_longitude.resize(visitors);
-    mpi_check(MPI_Alltoallv(outgoing_latitude_.data(), send_counts.data(), send_at.data(), MPI_DOUBLE, visitor_latitude.data(),
-                            receive_counts.data(), receive_at.data(), MPI_DOUBLE, comm_),
-              "MPI_Alltoallv");
-    mpi_check(MPI_Alltoallv(outgoing_longitude_.data(), send_counts.data(), send_at.data(), MPI_DOUBLE, visitor_longitude.data(),
-                            receive_counts.data(), receive_at.data(), MPI_DOUBLE, comm_),
-              "MPI_Alltoallv");
+    detail::exchange(outgoing_latitude_, send_counts, send_at, visitor_latitude_, receive_counts, receive_at, comm_);
+    detail::exchange(outgoing_longitude_, send_counts, send_at, visitor_longitude_, receive_counts, receive_at, comm_);
     double exchanged = MPI_Wtime() - start;
 
     // Phase 3: search the visitors in this shard and send their k candidates back.
-    auto& found = found_;
-    auto& found_angle = found_angle_;
-    found.resize(visitors * k);
-    found_angle.resize(visitors * k);
+    found_.resize(visitors * k);
+    found_angle_.resize(visitors * k);
     run_everywhere(comm_, "distributed_nearest::query", [&] {
-      searcher_.search(visitor_latitude.data(), visitor_longitude.data(), visitors, k, found.data(), found_angle.data());
+      searcher_.search(visitor_latitude_.data(), visitor_longitude_.data(), visitors, k, found_.data(), found_angle_.data());
     });
-    to_global(found.data(), found.size(), offsets_[me]);
+    to_global(found_.data(), found_.size(), offsets_[me]);
     std::vector<int> answer_counts(ranks), returned_counts(ranks);
     for (std::size_t r = 0; r < ranks; ++r) {
       answer_counts[r] = detail::mpi_count(static_cast<std::size_t>(receive_counts[r]) * k, "query");
       returned_counts[r] = detail::mpi_count(static_cast<std::size_t>(send_counts[r]) * k, "query");
     }
     auto const answer_at = detail::displacements(answer_counts), returned_at = detail::displacements(returned_counts);
-    std::size_t const returned = static_cast<std::size_t>(returned_at.back() + returned_counts.back());
-    auto& returned_index = returned_index_;
-    auto& returned_angle = returned_angle_;
-    returned_index.resize(returned);
-    returned_angle.resize(returned);
     double const back = MPI_Wtime();
-    mpi_check(MPI_Alltoallv(found.data(), answer_counts.data(), answer_at.data(), MPI_INT64_T, returned_index.data(),
-                            returned_counts.data(), returned_at.data(), MPI_INT64_T, comm_),
-              "MPI_Alltoallv");
-    mpi_check(MPI_Alltoallv(found_angle.data(), answer_counts.data(), answer_at.data(), MPI_DOUBLE, returned_angle.data(),
-                            returned_counts.data(), returned_at.data(), MPI_DOUBLE, comm_),
-              "MPI_Alltoallv");
+    detail::exchange(found_, answer_counts, answer_at, returned_index_, returned_counts, returned_at, comm_);
+    detail::exchange(found_angle_, answer_counts, answer_at, returned_angle_, returned_counts, returned_at, comm_);
     exchanged += MPI_Wtime() - back;
 
     // Phase 4: merge, per observation, its own k with the k of every shard it visited (each list is
@@ -249,7 +242,7 @@ class distributed_nearest {
         auto const& list = routed_[part * ranks + r].observations;
         std::size_t from = static_cast<std::size_t>(returned_at[r]) + (place_[part * ranks + r] - static_cast<std::size_t>(send_at[r])) * k;
         for (std::size_t i : list) {
-          detail::merge_nearest(index + i * k, angle + i * k, returned_index.data() + from, returned_angle.data() + from, k,
+          detail::merge_nearest(index + i * k, angle + i * k, returned_index_.data() + from, returned_angle_.data() + from, k,
                                 merged_.data() + part * k);
           from += k;
         }
@@ -259,7 +252,7 @@ class distributed_nearest {
     stats_.observations_sent = sent_observations;
     stats_.bytes_sent = sent_observations * 2 * sizeof(double) + visitors * k * (sizeof(std::int64_t) + sizeof(double)) +
                         ranks * sizeof(int);
-    stats_.bytes_received = visitors * 2 * sizeof(double) + returned * (sizeof(std::int64_t) + sizeof(double)) + ranks * sizeof(int);
+    stats_.bytes_received = visitors * 2 * sizeof(double) + returned_index_.size() * (sizeof(std::int64_t) + sizeof(double)) + ranks * sizeof(int);
     stats_.seconds = exchanged;
   }
 
