@@ -131,7 +131,11 @@ class distributed_nearest {
   /// @param layout the same on every rank (checked).
   /// @param searcher runs this rank's own searches (see the file's description).
   distributed_nearest(MPI_Comm comm, reference_layout layout, Searcher searcher = Searcher())
-      : comm_(comm), layout_(layout), searcher_(std::move(searcher)), info_(describe(comm)), threads_(detail::host_threads(info_.local_size))
+      : comm_(comm),
+        layout_(layout),
+        searcher_(std::move(searcher)),
+        info_(describe(comm)),
+        threads_(detail::host_threads(info_.local_size))
   {
     expect_agreement(comm_, "distributed_nearest", {{"the reference layout", static_cast<std::uint64_t>(layout_)}});
   }
@@ -206,7 +210,8 @@ class distributed_nearest {
     std::size_t const parts = detail::part_count(count, threads_);
     std::vector<int> send_counts(ranks), receive_counts(ranks);
     std::size_t sent_observations = 0;
-    run_everywhere(comm_, "distributed_nearest::query", [&] { route(latitude, longitude, count, k, index, angle, send_counts, sent_observations); });
+    run_everywhere(comm_, "distributed_nearest::query",
+                   [&] { route(latitude, longitude, count, k, index, angle, send_counts, sent_observations); });
     double const start = MPI_Wtime();
     mpi_check(MPI_Alltoall(send_counts.data(), 1, MPI_INT, receive_counts.data(), 1, MPI_INT, comm_), "MPI_Alltoall");
     auto const send_at = detail::displacements(send_counts), receive_at = detail::displacements(receive_counts);
@@ -240,7 +245,8 @@ class distributed_nearest {
     detail::parallel_ranges(count, threads_, [&](std::size_t, std::size_t, std::size_t part) {
       for (std::size_t r = 0; r < ranks; ++r) {
         auto const& list = routed_[part * ranks + r].observations;
-        std::size_t from = static_cast<std::size_t>(returned_at[r]) + (place_[part * ranks + r] - static_cast<std::size_t>(send_at[r])) * k;
+        std::size_t const visit = place_[part * ranks + r] - static_cast<std::size_t>(send_at[r]);  // its first, within rank r's
+        std::size_t from = static_cast<std::size_t>(returned_at[r]) + visit * k;
         for (std::size_t i : list) {
           detail::merge_nearest(index + i * k, angle + i * k, returned_index_.data() + from, returned_angle_.data() + from, k,
                                 merged_.data() + part * k);
@@ -252,7 +258,8 @@ class distributed_nearest {
     stats_.observations_sent = sent_observations;
     stats_.bytes_sent = sent_observations * 2 * sizeof(double) + visitors * k * (sizeof(std::int64_t) + sizeof(double)) +
                         ranks * sizeof(int);
-    stats_.bytes_received = visitors * 2 * sizeof(double) + returned_index_.size() * (sizeof(std::int64_t) + sizeof(double)) + ranks * sizeof(int);
+    stats_.bytes_received =
+        visitors * 2 * sizeof(double) + returned_index_.size() * (sizeof(std::int64_t) + sizeof(double)) + ranks * sizeof(int);
     stats_.seconds = exchanged;
   }
 
@@ -267,7 +274,8 @@ class distributed_nearest {
     std::size_t const parts = detail::part_count(count, threads_);
     routed_.resize(parts * ranks);
     for (auto& list : routed_) { list.observations.clear(); }
-    bool const others = std::any_of(caps_.begin(), caps_.end(), [&](detail::sphere_cap const& cap) { return &cap != &caps_[me] && cap.angle >= 0; });
+    bool const others =
+        std::any_of(caps_.begin(), caps_.end(), [&](detail::sphere_cap const& cap) { return &cap != &caps_[me] && cap.angle >= 0; });
     if (others) {
       detail::parallel_ranges(count, threads_, [&](std::size_t begin, std::size_t end, std::size_t part) {
         routed_list* lists = routed_.data() + part * ranks;
@@ -298,7 +306,9 @@ class distributed_nearest {
     detail::parallel_ranges(count, threads_, [&](std::size_t, std::size_t, std::size_t part) {
       for (std::size_t r = 0; r < ranks; ++r) {
         std::size_t at = place_[part * ranks + r];
-        for (std::size_t i : routed_[part * ranks + r].observations) { outgoing_latitude_[at] = latitude[i], outgoing_longitude_[at++] = longitude[i]; }
+        for (std::size_t i : routed_[part * ranks + r].observations) {
+          outgoing_latitude_[at] = latitude[i], outgoing_longitude_[at++] = longitude[i];
+        }
       }
     });
   }

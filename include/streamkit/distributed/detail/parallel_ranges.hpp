@@ -42,7 +42,10 @@ inline std::size_t part_count(std::size_t count, std::size_t threads)
 }
 
 /// The items [begin, end) of part `part` of `parts` (contiguous, in order, sizes differ by at most 1).
-inline std::size_t part_begin(std::size_t count, std::size_t parts, std::size_t part) { return count / parts * part + std::min(part, count % parts); }
+inline std::size_t part_begin(std::size_t count, std::size_t parts, std::size_t part)
+{
+  return count / parts * part + std::min(part, count % parts);
+}
 
 /// Runs body(begin, end, part) for the part_count(count, threads) contiguous parts of [0, count), one
 /// thread each (part 0 on the calling thread), and rethrows the first part's exception after all end.
