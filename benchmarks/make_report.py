@@ -138,12 +138,16 @@ def plot_scaling(rows, path, date):
 
 PEER_LABELS = {  # column order of the peers table
     "streamkit_auto": "streamkit auto", "streamkit_brute_force": "streamkit brute force", "streamkit_tree": "streamkit tree",
+    "cubql": "cuBQL (gpuBuilder)", "cubql_radix": "cuBQL (radixBuilder)", "cudakdtree": "cudaKDTree (cct)",
+    "cudakdtree_stack": "cudaKDTree (stackBased)",
     "cupy_knn": "cupy-knn (LBVH)", "jztree": "jztree (JAX)", "torch_cdist_topk": "torch cdist + topk",
     "scipy_ckdtree": "scipy cKDTree (host)", "numba_two_pass": "Numba two-pass (seed)",
 }
 
 
-PEER_SHORT = {"cupy_knn": "cupy-knn", "jztree": "jztree", "torch_cdist_topk": "torch", "scipy_ckdtree": "cKDTree",
+PEER_SHORT = {"cubql": "cuBQL", "cubql_radix": "cuBQL radix", "cudakdtree": "cudaKDTree",
+              "cudakdtree_stack": "cudaKDTree stack",
+              "cupy_knn": "cupy-knn", "jztree": "jztree", "torch_cdist_topk": "torch", "scipy_ckdtree": "cKDTree",
               "numba_two_pass": "Numba"}
 
 
@@ -194,6 +198,12 @@ def peers_section(path, plot_path):
               "float32 unit vectors converted before timing. ~ = extrapolated from a subset of the observations; "
               "skipped (est. T) = not run, its timed runs were estimated to take too long. Ratio = the fastest peer "
               "measured on the whole workload / streamkit auto (above 1: streamkit is faster)."]
+    drivers = [d for d in settings.get("peer_drivers", {}).values() if d.get("status") == "ok"]
+    if drivers:
+        lines += ["", "cuBQL and cudaKDTree ran in our driver `benchmarks/peers/cubql_cukd_driver.cu` (build and query "
+                      "timed by CUDA events), compiled in the same run against these sources:", ""]
+        lines += [f"- {d['library']} {d['commit']} ({d['url']}; commit from {d['commit_from']}): `{d['command']}`"
+                  for d in drivers]
     if data["workloads"]:
         lines += ["", "| workload | N x M, k | " + " | ".join(label(m) for m in columns) + " | best peer / streamkit auto |",
                   "|---|---|" + "---|" * len(columns) + "---|"]

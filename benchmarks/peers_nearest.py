@@ -3,9 +3,14 @@
 
 One process, the same generated data for every method. For each workload the script writes the points
 to raw files, runs streamkit's CLI `bench_nn_files` once per engine (auto, brute_force, tree), then the
-peers on the same points, already on the GPU, as 3-D float32 unit vectors (Euclidean chord order is
-great-circle order):
+peers on the same points as 3-D float32 unit vectors (Euclidean chord order is great-circle order):
 
+  cubql             NVIDIA cuBQL (BVH over points): cuBQL::gpuBuilder (spatial median) over a box per point,
+                    cuBQL::points::findClosest (k = 1) / findKNN (k > 1)  [our driver, see below]
+  cubql_radix       the same with cuBQL::cuda::radixBuilder (Morton codes)  [our driver]
+  cudakdtree        cudaKDTree (left-balanced k-d tree): cukd::buildTree over (point, index) records,
+                    cukd::cct::fcp / cct::knn with FixedCandidateList<K>  [our driver]
+  cudakdtree_stack  the same tree, cukd::stackBased::fcp / stackBased::knn  [our driver]
   cupy_knn          cupy-knn 0.4.0, LBVH: LBVHIndex.build(refs) + query_knn(obs)
   jztree            jztree 1.1.0 (JAX, z-order tree): jztree.knn.knn.jit(refs, k=k, part_query=obs),
                     one call (the tree over both sets is built inside; build and query not separable)
@@ -16,26 +21,42 @@ great-circle order):
                     pass 1 = blocks of observation tiles x reference slices, per-thread minima, a
                     warp-shuffle (value, index) reduction into per-slice partial minima; pass 2 merges slices
 
+cuBQL and cudaKDTree: the user fetches their sources (the script never downloads) and names them with
+`--cubql-src PATH` (PATH/cuBQL/bvh.h, github.com/NVIDIA/cuBQL) and `--cudakdtree-src PATH` (PATH/cukd/builder.h,
+github.com/ingowald/cudaKDTree); a method whose source is not given is "missing". At the start the script compiles
+our driver once per library with nvcc (`--nvcc`, default nvcc on PATH, else /usr/local/cuda/bin/nvcc):
+  nvcc -O3 -std=c++17 --extended-lambda --expt-relaxed-constexpr -cudart static -arch=sm_90 (--peer-arch)
+       -DSTREAMKIT_WITH_CUBQL -I CUBQL_SRC  (or -DSTREAMKIT_WITH_CUKD -I CUDAKDTREE_SRC)
+       benchmarks/peers/cubql_cukd_driver.cu -o TMP/cubql_driver (cudakdtree_driver)
+The exact commit of each source goes into the JSON: the first word of the file PATH/COMMIT when there is one (what
+benchmarks/peers/stage_sources.sh writes next to an exported tree), else `git -C PATH rev-parse HEAD` when PATH is
+the top of a git checkout ("with local changes" added when it has some), else "unknown". The driver reads the same
+raw files as bench_nn_files and makes the float32 unit vectors itself (float64 arithmetic, then rounded, as here);
+it times each build and query with CUDA events (`--warmups` steps, then the median of `--repeat`), one thread per
+observation in input order, and writes the indices the checker reads.
+
 Timing: data already on the device (host arrays for cKDTree); per step build + query, the device
 synchronised before and after each phase, wall clock between (time.perf_counter); `--warmups` runs
 (default 2), then the median of `--repeat` runs (default 5). streamkit's numbers are the ones its CLI
-prints (it times itself, given `--repeat`). The unit-vector conversion of the peers' inputs is done once
-before timing (not timed); streamkit's CLI converts latitudes/longitudes in degrees itself.
-A method whose timed runs would take more than `--max-method-seconds` (estimated from one measured chunk)
-is skipped and its estimate recorded.
+prints (it times itself, given `--repeat`), cuBQL's and cudaKDTree's those the driver prints (CUDA events).
+The unit-vector conversion of the peers' inputs is done once before timing (not timed); streamkit's CLI
+converts latitudes/longitudes in degrees itself. A method whose timed runs would take more than
+`--max-method-seconds` (estimated from one measured chunk) is skipped and its estimate recorded.
 
 Checking: a sample of `--sample` observations (default 2,000) per workload; the exact k nearest in
 float64 on the CPU (chord between float64 unit vectors computed from the float32 inputs; ties by the
 smallest index). A row is wrong if a returned neighbour's float64 great-circle distance differs from the
 reference's j-th distance by more than 1e-6 relative + 1e-9 rad absolute, if an index repeats or is out
 of range. `identical_indices` counts rows equal to the reference's indices.
+Data, checker, timers and the JSON file come from benchmarks/peers_harness.py (shared with python_peers.py).
 
-Usage (repository root; the device machine has no internet: the two peers and jztree's CUDA backend
-travel as wheels in .whl/):
+Usage (repository root; the device machine has no internet: the two Python peers and jztree's CUDA backend
+travel as wheels in .whl/, the cuBQL and cudaKDTree sources as trees staged by benchmarks/peers/stage_sources.sh):
 
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \\
       .whl/*.whl && export PYTHONPATH=/tmp/site
-  PYTHONUNBUFFERED=1 python3 benchmarks/peers_nearest.py --out docs/results/h100_peers_nearest.json
+  PYTHONUNBUFFERED=1 python3 benchmarks/peers_nearest.py --out docs/results/h100_peers_nearest.json \\
+      --cubql-src .carry/peers/cuBQL --cudakdtree-src .carry/peers/cudaKDTree
   python3 benchmarks/peers_nearest.py --quick --out /tmp/quick.json              # smoke run (sizes / 16)
   python3 benchmarks/peers_nearest.py --workloads gps_1M_places_k1,sweep --methods streamkit,cupy_knn
 
@@ -46,8 +67,13 @@ uniform references, k = 1, streamkit engines only; for the plot of time against 
 Output JSON: {"gpu", "date", "command", "versions", "settings", "complete", "workloads": [{"name", "n", "m",
 "k", "methods": [{"method", "status", "build_ms", "query_ms", "total_ms", "checked", "wrong",
 "identical_indices", "max_error_rad", "note", ...}]}], "sweep": [{"m", "engine", "build_ms", "query_ms",
-"total_ms", ...}]}. The file is rewritten after every workload, so a run cut short keeps what it finished
-("complete": false). Statuses: ok, missing (package or binary absent), skipped, n/a, error.
+"total_ms", ...}]}. "versions" also names the cuBQL and cudaKDTree commits and nvcc; "settings"."peer_drivers"
+holds, per library, the source path, commit (and where it was read), the exact nvcc command, the compile time,
+the methods compiled in, and a status. The driver's entries add "k_compiled", "runs_ms", "gpu", "source_commit" and
+"unit_vectors_differing" (coordinates of the references' unit vectors that the driver made otherwise than the
+script did for the other peers: 0 expected; -1 when they could not be compared). The file
+is rewritten after every workload, so a run cut short keeps what it finished ("complete": false).
+Statuses: ok, missing (package, binary or source absent), skipped, n/a, error.
 Turn it into docs with: python3 benchmarks/make_report.py ... --peers FILE.json
 """
 import os
@@ -56,307 +82,51 @@ import os
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import argparse
-import csv
 import dataclasses
-import datetime
-import importlib.metadata
-import json
-import math
 import shlex
-import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import traceback
-import zlib
 from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
-EARTH_RADIUS_KM = 6371.0088
-BASE_SEED = 20261123
-RELATIVE_TOLERANCE = 1e-6
-ABSOLUTE_TOLERANCE_RAD = 1e-9
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import peers_harness as h  # noqa: E402  (data, float64 checker, timers, JSON report, shared runners)
+
+REPO = h.REPO
 TORCH_CHUNK_ELEMENTS = 1 << 30   # distances per torch.cdist chunk: 4 GiB of float32, peak well under 20 GB
 HOST_QUERY_BUDGET_S = 0.5        # cKDTree: largest observation subset whose query takes about this long
 STREAMKIT_ENGINES = ("auto", "brute_force", "tree")
-PEERS = ("cupy_knn", "jztree", "torch_cdist_topk", "scipy_ckdtree", "numba_two_pass")
+DRIVER_METHODS = ("cubql", "cubql_radix", "cudakdtree", "cudakdtree_stack")
+# The driver's methods first: a process of their own, run while this one holds little GPU memory.
+PEERS = DRIVER_METHODS + ("cupy_knn", "jztree", "torch_cdist_topk", "scipy_ckdtree", "numba_two_pass")
 METHODS = tuple(f"streamkit_{e}" for e in STREAMKIT_ENGINES) + PEERS
 
 
 @dataclasses.dataclass(frozen=True)
-class Workload:
-    name: str
-    n: int
-    m: int | None      # None: every place of the CSV
-    k: int
-    kind: str          # uniform, gps, clustered
-    peers: tuple
+class Workload(h.NearestData):
+    peers: tuple = ()
 
 
-WORKLOADS = (
-    Workload("uniform_2^24x2^14_k1", 1 << 24, 1 << 14, 1, "uniform", PEERS),
-    Workload("gps_1M_places_k1", 1_000_000, None, 1, "gps", PEERS),
-    Workload("clustered_2^22x2^20_k1", 1 << 22, 1 << 20, 1, "clustered", PEERS),
-    Workload("uniform_2^20x2^20_k16", 1 << 20, 1 << 20, 16, "uniform", PEERS),
-    Workload("small_2^16x2^13_k1", 1 << 16, 1 << 13, 1, "uniform", ("torch_cdist_topk",)),
-)
+WORKLOADS = tuple(Workload(**dataclasses.asdict(h.NEAREST_DATA[name]), peers=peers) for name, peers in (
+    ("uniform_2^24x2^14_k1", PEERS),
+    ("gps_1M_places_k1", PEERS),
+    ("clustered_2^22x2^20_k1", PEERS),
+    ("uniform_2^20x2^20_k16", PEERS),
+    ("small_2^16x2^13_k1", ("torch_cdist_topk",)),
+))
 SWEEP_N = 1 << 20
 SWEEP_M = tuple(1 << e for e in range(10, 23, 2))
 SWEEP_ENGINES = ("brute_force", "tree", "auto")
-
-
-def log(*parts):
-    print(*parts, file=sys.stderr, flush=True)
+log = h.log
 
 
 # ------------------------------------------------------------------------------------------------
-# Data
+# Entries and timing (the harness's timers; this script's entry format)
 # ------------------------------------------------------------------------------------------------
-
-def rng_for(name, role):
-    return np.random.default_rng([BASE_SEED, zlib.crc32(name.encode()), role])
-
-
-def unit_vectors(lat_deg, lon_deg):
-    """float64 unit vectors (x, y, z) of latitudes/longitudes in degrees (any float type)."""
-    lat = np.radians(np.asarray(lat_deg, dtype=np.float64))
-    lon = np.radians(np.asarray(lon_deg, dtype=np.float64))
-    cos_lat = np.cos(lat)
-    return np.stack([cos_lat * np.cos(lon), cos_lat * np.sin(lon), np.sin(lat)], axis=1)
-
-
-def degrees_from_unit(v):
-    v = v / np.linalg.norm(v, axis=1, keepdims=True)
-    lat = np.degrees(np.arcsin(np.clip(v[:, 2], -1.0, 1.0)))
-    lon = np.degrees(np.arctan2(v[:, 1], v[:, 0]))
-    return lat.astype(np.float32), lon.astype(np.float32)
-
-
-def uniform_points(rng, count):
-    """Uniform on the sphere: lat = asin(2u - 1), lon uniform; float32 degrees."""
-    lat = np.degrees(np.arcsin(2.0 * rng.random(count) - 1.0))
-    lon = rng.uniform(-180.0, 180.0, count)
-    return lat.astype(np.float32), lon.astype(np.float32)
-
-
-def points_near(rng, centre_lat, centre_lon, count, mode, scale_km):
-    """Points around randomly chosen centres: 'disc' = uniform in a disc of radius scale_km,
-    'gaussian' = Gaussian north/east offsets of sigma scale_km (tangent plane, then back on the sphere)."""
-    pick = rng.integers(0, len(centre_lat), count)
-    lat = np.radians(centre_lat[pick].astype(np.float64))
-    lon = np.radians(centre_lon[pick].astype(np.float64))
-    p = unit_vectors(centre_lat[pick], centre_lon[pick])
-    east = np.stack([-np.sin(lon), np.cos(lon), np.zeros_like(lon)], axis=1)
-    north = np.stack([-np.sin(lat) * np.cos(lon), -np.sin(lat) * np.sin(lon), np.cos(lat)], axis=1)
-    if mode == "disc":
-        r = scale_km * np.sqrt(rng.random(count))
-        theta = rng.uniform(0.0, 2.0 * np.pi, count)
-        d_north, d_east = r * np.cos(theta), r * np.sin(theta)
-    else:
-        d_north, d_east = rng.normal(0.0, scale_km, count), rng.normal(0.0, scale_km, count)
-    v = p + (d_north[:, None] * north + d_east[:, None] * east) / EARTH_RADIUS_KM
-    return degrees_from_unit(v)
-
-
-def read_places(path):
-    """Latitudes and longitudes (float32 degrees) of the places CSV, columns found by header name."""
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
-        header = [h.strip().lower() for h in next(reader)]
-        lat_col = next(i for i, h in enumerate(header) if h in ("lat", "latitude"))
-        lon_col = next(i for i, h in enumerate(header) if h in ("lon", "lng", "long", "longitude"))
-        rows = [(float(r[lat_col]), float(r[lon_col])) for r in reader if r]
-    coords = np.asarray(rows, dtype=np.float64)
-    return coords[:, 0].astype(np.float32), coords[:, 1].astype(np.float32)
-
-
-class Data:
-    """One workload's points: float32 degrees (what streamkit reads), float32 unit vectors (what the
-    peers get) and float64 unit vectors of the references (for the checker)."""
-
-    def __init__(self, obs_lat, obs_lon, ref_lat, ref_lon):
-        self.obs_lat, self.obs_lon, self.ref_lat, self.ref_lon = obs_lat, obs_lon, ref_lat, ref_lon
-        self.n, self.m = len(obs_lat), len(ref_lat)
-        self.obs_unit32 = np.ascontiguousarray(unit_vectors(obs_lat, obs_lon).astype(np.float32))
-        self.ref_unit64 = unit_vectors(ref_lat, ref_lon)
-        self.ref_unit32 = np.ascontiguousarray(self.ref_unit64.astype(np.float32))
-
-    def write(self, directory):
-        """Raw little-endian float32 (lat, lon) pairs in degrees, as bench_nn_files reads them."""
-        obs_file, ref_file = Path(directory) / "observations.bin", Path(directory) / "references.bin"
-        np.stack([self.obs_lat, self.obs_lon], axis=1).astype("<f4").tofile(obs_file)
-        np.stack([self.ref_lat, self.ref_lon], axis=1).astype("<f4").tofile(ref_file)
-        return obs_file, ref_file
-
-
-def make_data(workload, places, quick):
-    div = 16 if quick else 1
-    n = workload.n // div
-    obs_rng, ref_rng = rng_for(workload.name, 0), rng_for(workload.name, 1)
-    if workload.kind == "uniform":
-        obs, refs = uniform_points(obs_rng, n), uniform_points(ref_rng, workload.m // div)
-    elif workload.kind == "gps":
-        place_lat, place_lon = places
-        if quick:  # a subset of the places, in file order
-            keep = np.sort(ref_rng.choice(len(place_lat), len(place_lat) // div, replace=False))
-            place_lat, place_lon = place_lat[keep], place_lon[keep]
-        near = points_near(obs_rng, place_lat, place_lon, n // 2, "disc", 5.0)
-        far = uniform_points(obs_rng, n - n // 2)
-        order = obs_rng.permutation(n)
-        obs = (np.concatenate([near[0], far[0]])[order], np.concatenate([near[1], far[1]])[order])
-        refs = (place_lat, place_lon)
-    elif workload.kind == "clustered":
-        obs = points_near(obs_rng, places[0], places[1], n, "gaussian", 2.0)
-        refs = points_near(ref_rng, places[0], places[1], workload.m // div, "gaussian", 2.0)
-    else:
-        raise ValueError(workload.kind)
-    return Data(obs[0], obs[1], refs[0], refs[1])
-
-
-# ------------------------------------------------------------------------------------------------
-# Float64 reference and checker
-# ------------------------------------------------------------------------------------------------
-
-def angle_from_chord(chord):
-    return 2.0 * np.arcsin(np.minimum(chord / 2.0, 1.0))
-
-
-def exact_knn(query64, refs64, k):
-    """Exact k nearest by float64 chord, ties by the smallest index. Returns (indices (s, k) int64, -1
-    where M < k; great-circle distances (s, k) rad, NaN there)."""
-    s, m = len(query64), len(refs64)
-    kk = min(k, m)
-    idx = np.full((s, k), -1, dtype=np.int64)
-    ang = np.full((s, k), np.nan)
-
-    def finish(row, candidates):
-        d2 = ((refs64[candidates] - query64[row]) ** 2).sum(axis=1)
-        order = np.lexsort((candidates, d2))[:kk]
-        idx[row, :kk] = candidates[order]
-        ang[row, :kk] = angle_from_chord(np.sqrt(d2[order]))
-
-    try:
-        from scipy.spatial import cKDTree
-    except ImportError:
-        cKDTree = None
-    if cKDTree is not None:
-        # The tree finds the k-th distance; every point within it (plus a margin far above rounding) is
-        # then ranked by the same float64 formula as the fallback, so ties come out by index.
-        tree = cKDTree(refs64)
-        dist, _ = tree.query(query64, k=kk)
-        radius = np.asarray(dist).reshape(s, kk)[:, -1] * (1.0 + 1e-9) + 1e-12
-        balls = tree.query_ball_point(query64, radius)
-        for row in range(s):
-            finish(row, np.asarray(balls[row], dtype=np.int64))
-        return idx, ang
-    rows_per_chunk = max(1, (1 << 24) // m)
-    for lo in range(0, s, rows_per_chunk):
-        block = query64[lo:lo + rows_per_chunk]
-        d2 = ((refs64[None, :, :] - block[:, None, :]) ** 2).sum(axis=2)
-        for r in range(len(block)):
-            kth = np.partition(d2[r], kk - 1)[kk - 1]
-            finish(lo + r, np.nonzero(d2[r] <= kth)[0])
-    return idx, ang
-
-
-def check_rows(rows, query64, refs64, ref_idx, ref_ang):
-    """(wrong rows, rows identical to the reference, largest distance excess in rad)."""
-    rows = np.asarray(rows, dtype=np.int64)
-    m = len(refs64)
-    expected_present = ref_idx >= 0
-    in_range = (rows >= 0) & (rows < m)
-    vectors = refs64[np.clip(rows, 0, m - 1)]
-    got = angle_from_chord(np.linalg.norm(vectors - query64[:, None, :], axis=2))
-    excess = np.where(expected_present & in_range, got - ref_ang, 0.0)
-    bad = np.where(expected_present,
-                   ~in_range | (np.abs(excess) > RELATIVE_TOLERANCE * np.nan_to_num(ref_ang) + ABSOLUTE_TOLERANCE_RAD),
-                   rows != -1)
-    ordered = np.sort(np.where(in_range, rows, -1 - np.arange(rows.shape[1])), axis=1)
-    repeated = (ordered[:, 1:] == ordered[:, :-1]).any(axis=1) if rows.shape[1] > 1 else np.zeros(len(rows), bool)
-    wrong = bad.any(axis=1) | repeated
-    identical = (rows == ref_idx).all(axis=1)
-    return int(wrong.sum()), int(identical.sum()), float(np.max(np.abs(excess))) if excess.size else 0.0
-
-
-class Reference:
-    """The float64 answers for one workload's sample, computed once, then used for every method."""
-
-    def __init__(self, data, k, sample_size, name):
-        rng = rng_for(name, 2)
-        self.sample = np.sort(rng.choice(data.n, size=min(sample_size, data.n), replace=False))
-        self.query64 = unit_vectors(data.obs_lat[self.sample], data.obs_lon[self.sample])
-        self.refs64 = data.ref_unit64
-        self.k = k
-        self._answer = None
-
-    def check(self, entry, rows):
-        if self._answer is None:
-            started = time.perf_counter()
-            self._answer = exact_knn(self.query64, self.refs64, self.k)
-            log(f"    float64 reference for {len(self.sample)} rows in {time.perf_counter() - started:.1f} s")
-        wrong, identical, excess = check_rows(rows, self.query64, self.refs64, *self._answer)
-        entry.update(checked=len(self.sample), wrong=wrong, identical_indices=identical, max_error_rad=excess)
-
-
-# ------------------------------------------------------------------------------------------------
-# Timing
-# ------------------------------------------------------------------------------------------------
-
-def device_sync_function():
-    """A device-wide synchronisation usable whatever framework enqueued the work (one CUDA context)."""
-    try:
-        import cupy
-        cupy.cuda.runtime.getDeviceCount()
-        return cupy.cuda.runtime.deviceSynchronize
-    except Exception:
-        pass
-    try:
-        import torch
-        if torch.cuda.is_available():
-            return torch.cuda.synchronize
-    except Exception:
-        pass
-    return lambda: None
-
-
-class Clock:
-    """Phases of one step: start(), then mark(name) after each phase (each synchronises the device)."""
-
-    def __init__(self, sync):
-        self.sync = sync
-        self.phases = {}
-        self._t = 0.0
-
-    def start(self):
-        self.sync()
-        self.phases = {}
-        self._t = time.perf_counter()
-
-    def mark(self, name):
-        self.sync()
-        now = time.perf_counter()
-        self.phases[name] = self.phases.get(name, 0.0) + (now - self._t) * 1e3
-        self._t = now
-
-
-def measure(step, clock, warmups, repeats):
-    """Warm-ups, then `repeats` timed steps. Returns (summary dict, last step's output)."""
-    output = None
-    for _ in range(warmups):
-        output = step(clock)
-    runs = []
-    for _ in range(repeats):
-        output = step(clock)
-        runs.append(dict(clock.phases))
-    summary = {"runs": repeats, "warmups": warmups,
-               "total_ms": statistics.median(sum(r.values()) for r in runs),
-               "build_ms": statistics.median(r["build"] for r in runs) if "build" in runs[0] else None,
-               "query_ms": statistics.median(r["query"] for r in runs) if "query" in runs[0] else None}
-    return summary, output
-
 
 def entry_for(method, status="ok", note="", **fields):
     entry = {"method": method, "status": status, "build_ms": None, "query_ms": None, "total_ms": None,
@@ -365,14 +135,18 @@ def entry_for(method, status="ok", note="", **fields):
     return entry
 
 
+def measure(ctx, step):
+    """--warmups, then --repeat timed calls of `step()` (which returns ({phase: ms}, output)); returns (this
+    script's summary fields, the last output)."""
+    timed, output = h.measure(step, ctx.warmups, ctx.repeat)
+    return {"runs": ctx.repeat, "warmups": ctx.warmups, "total_ms": timed.total_ms,
+            "build_ms": timed.phase_ms("build"), "query_ms": timed.phase_ms("query")}, output
+
+
 def too_slow(ctx, method, step_ms, how):
     """A skipped entry if warm-ups + repeats at step_ms would exceed --max-method-seconds, else None."""
-    total_s = step_ms * (ctx.warmups + ctx.repeat) / 1e3
-    if total_s <= ctx.max_method_seconds:
-        return None
-    return entry_for(method, "skipped", estimated_ms=step_ms,
-                     note=f"skipped: estimated > {ctx.max_method_seconds:g} s ({step_ms / 1e3:.1f} s per step x "
-                          f"{ctx.warmups + ctx.repeat} runs, extrapolated from {how})")
+    skipped = h.skip_estimate(step_ms, ctx.warmups + ctx.repeat, ctx.max_method_seconds, how)
+    return entry_for(method, "skipped", **skipped) if skipped else None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -383,59 +157,176 @@ def run_streamkit(ctx, files, n, m, k, engine, precision=None):
     """bench_nn_files once (`precision` "fast" or "exact"; None: the CLI's default, fast); returns (entry,
     indices (n, k) int64 or None)."""
     method = f"streamkit_{engine}"
-    binary = Path(ctx.bench_binary)
-    if not binary.is_file():
-        return entry_for(method, "missing", note=f"missing: {binary} not found (build bench_nn_files)"), None
-    out_file = Path(ctx.tmp) / f"indices_{engine}.bin"
-    out_file.unlink(missing_ok=True)
-    command = [str(binary), "--observations", str(files[0]), "--references", str(files[1]), "--k", str(k),
-               "--engine", engine, "--repeat", str(ctx.repeat), "--indices", str(out_file)]
-    if precision is not None:
-        command += ["--precision", precision]
-    try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=ctx.cli_timeout)
-    except subprocess.TimeoutExpired:
-        return entry_for(method, "error", note=f"error: timed out after {ctx.cli_timeout} s"), None
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        status = "skipped" if proc.returncode == 77 else "error"
-        return entry_for(method, status, note=f"{status}: exit {proc.returncode}: {' | '.join(tail)}"), None
-    record = None
-    for line in reversed(proc.stdout.splitlines()):
-        if line.strip().startswith("{"):
-            try:
-                record = json.loads(line)
-                break
-            except json.JSONDecodeError:
-                continue
-    if record is None:
-        return entry_for(method, "error", note=f"error: no JSON object on stdout: {proc.stdout[-300:]!r}"), None
-    indices = np.fromfile(out_file, dtype="<i4") if out_file.is_file() else np.zeros(0, np.int32)
-    if indices.size != n * k:
-        return entry_for(method, "error", note=f"error: {out_file.name} holds {indices.size} indices, expected {n * k}"), None
-    notes = []
-    if (record.get("n"), record.get("m"), record.get("k")) != (n, m, k):
-        notes.append(f"CLI reports n={record.get('n')} m={record.get('m')} k={record.get('k')}, expected {n}, {m}, {k}")
+    result = h.run_bench_nn_files(ctx.bench_binary, files, n, m, k, engine, ctx.repeat, ctx.tmp, ctx.cli_timeout,
+                                  precision)
+    if result.status != "ok":
+        return entry_for(method, result.status, note=result.note), None
+    record = result.record
     entry = entry_for(method, build_ms=record.get("build_ms"), query_ms=record.get("query_ms"),
                       total_ms=record.get("total_ms"), engine_used=record.get("engine"),
                       bytes_per_reference=record.get("bytes_per_reference"), gpu=record.get("gpu"),
-                      runs=ctx.repeat, note="; ".join(notes))
-    return entry, indices.reshape(n, k).astype(np.int64)
+                      runs=ctx.repeat, note=result.note)
+    return entry, result.indices
 
 
 # ------------------------------------------------------------------------------------------------
-# Peers
+# cuBQL and cudaKDTree (our driver, compiled once per run against the user's sources)
 # ------------------------------------------------------------------------------------------------
 
-def free_gpu_memory():
-    """Hand cached blocks back so that the next method (or streamkit's process) finds the memory."""
-    for free in (lambda: __import__("cupy").get_default_memory_pool().free_all_blocks(),
-                 lambda: __import__("torch").cuda.empty_cache() if "torch" in sys.modules else None):
+DRIVER_SOURCE = REPO / "benchmarks/peers/cubql_cukd_driver.cu"
+DRIVER_FLAGS = ("-O3", "-std=c++17", "--extended-lambda", "--expt-relaxed-constexpr", "-cudart", "static")
+
+
+@dataclasses.dataclass(frozen=True)
+class PeerLibrary:
+    key: str           # the JSON's and the binary's name
+    label: str         # the library's name (the versions' key)
+    option: str        # the command-line option naming its source
+    header: str        # a file the source must hold, relative to it
+    define: str        # the driver's macro that compiles its methods in
+    methods: tuple
+    url: str
+
+
+PEER_LIBRARIES = (
+    PeerLibrary("cubql", "cuBQL", "--cubql-src", "cuBQL/bvh.h", "STREAMKIT_WITH_CUBQL", ("cubql", "cubql_radix"),
+                "https://github.com/NVIDIA/cuBQL"),
+    PeerLibrary("cudakdtree", "cudaKDTree", "--cudakdtree-src", "cukd/builder.h", "STREAMKIT_WITH_CUKD",
+                ("cudakdtree", "cudakdtree_stack"), "https://github.com/ingowald/cudaKDTree"),
+)
+
+
+def library_of(method):
+    return next(lib for lib in PEER_LIBRARIES if method in lib.methods)
+
+
+def source_commit(path):
+    """(commit, where it was read): the first word of PATH/COMMIT, else the HEAD of the git checkout whose top
+    is PATH (not that of a repository PATH merely lies in), else "unknown"."""
+    commit_file = Path(path) / "COMMIT"
+    if commit_file.is_file():
+        words = commit_file.read_text(errors="replace").split()
+        if words:
+            return words[0], f"{commit_file}"
+    top = h.shell(["git", "-C", str(path), "rev-parse", "--show-toplevel"])
+    if top != "unknown" and Path(top).resolve() == Path(path).resolve():
+        commit = h.shell(["git", "-C", str(path), "rev-parse", "HEAD"])
+        dirty = h.shell(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"])
+        return commit + (" with local changes" if dirty not in ("", "unknown") else ""), "git rev-parse HEAD"
+    return "unknown", "no COMMIT file, not the top of a git checkout"
+
+
+def find_nvcc(name):
+    found = shutil.which(name)
+    if found is None and name == "nvcc" and Path("/usr/local/cuda/bin/nvcc").is_file():
+        found = "/usr/local/cuda/bin/nvcc"
+    return found
+
+
+def build_peer_drivers(ctx, libraries):
+    """Compiles the driver once per library in `libraries` whose source was given (the compilations run side by
+    side); returns {key: info}, info holding status, note, source, commit, command, compile_s, methods, binary."""
+    infos, jobs = {}, []
+    nvcc = find_nvcc(ctx.nvcc)
+    for lib in libraries:
+        src = getattr(ctx, lib.option[2:].replace("-", "_"))
+        info = infos[lib.key] = {"library": lib.label, "url": lib.url, "source": src, "commit": None,
+                                 "commit_from": None, "command": None, "compile_s": None, "methods": [],
+                                 "status": "missing", "note": ""}
+        if not src:
+            info["note"] = (f"missing: {lib.option} not given (a checkout of {lib.url}, or a tree exported by "
+                            "benchmarks/peers/stage_sources.sh)")
+            continue
+        src = Path(src).resolve()
+        info["source"] = str(src)
+        if not (src / lib.header).is_file():
+            info.update(status="error", note=f"error: {src} holds no {lib.header} ({lib.option} names the "
+                                             f"checkout's top folder)")
+            continue
+        info["commit"], info["commit_from"] = source_commit(src)
+        if nvcc is None:
+            info.update(status="error", note=f"error: {ctx.nvcc} not found")
+            continue
+        binary = Path(ctx.tmp) / f"{lib.key}_driver"
+        command = [nvcc, *DRIVER_FLAGS, f"-arch={ctx.peer_arch}", f"-D{lib.define}", "-I", str(src),
+                   str(DRIVER_SOURCE), "-o", str(binary)]
+        info.update(command=shlex.join(command), binary=str(binary))
+        log(f"compiling the {lib.label} driver: {info['command']}")
+        jobs.append((info, time.perf_counter(), subprocess.Popen(command, stdout=subprocess.PIPE,
+                                                                 stderr=subprocess.STDOUT, text=True)))
+    for info, started, proc in jobs:
         try:
-            free()
-        except Exception:
-            pass
+            output, _ = proc.communicate(timeout=ctx.peer_compile_timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            output = proc.communicate()[0]
+            output += f"\ntimed out after {ctx.peer_compile_timeout} s"
+        info["compile_s"] = round(time.perf_counter() - started, 1)
+        if proc.returncode != 0:
+            tail = " | ".join(output.strip().splitlines()[-4:])
+            info.update(status="error", note=f"error: the driver did not compile (exit {proc.returncode}): {tail}")
+            log(f"  {info['library']}: {info['note']}")
+            continue
+        listed = h.run_json_program([info["binary"], "--list"], None, 0, 0, 60, "--list")
+        info["methods"] = (listed.record or {}).get("methods", [])
+        info.update(status="ok" if listed.status == "ok" else "error", note=listed.note)
+        log(f"  {info['library']}: compiled in {info['compile_s']} s, methods {info['methods']}, "
+            f"commit {info['commit']} ({info['commit_from']})")
+    return infos
 
+
+def driver_inputs_differ(ctx, binary, files, data):
+    """How many coordinates of the unit vectors the driver makes of the references differ from the float32 unit
+    vectors the other peers get (the driver's --convert, no GPU needed); computed once per workload."""
+    if getattr(data, "driver_differing", None) is None:
+        out_file = Path(ctx.tmp) / "driver_references_unit.bin"
+        proc = subprocess.run([binary, "--convert", str(files[1]), str(out_file)], capture_output=True, text=True,
+                              timeout=ctx.cli_timeout)
+        converted = np.fromfile(out_file, dtype="<f4") if proc.returncode == 0 and out_file.is_file() else None
+        data.driver_differing = (int(np.count_nonzero(converted != data.ref_unit32.reshape(-1)))
+                                 if converted is not None and converted.size == data.ref_unit32.size else -1)
+        out_file.unlink(missing_ok=True)
+    return data.driver_differing
+
+
+def run_driver_method(ctx, files, data, k, ref, method):
+    lib = library_of(method)
+    info = ctx.peer_drivers.get(lib.key)
+    if info is None:
+        return entry_for(method, "error", note="error: the driver was not built")
+    if info["status"] != "ok" or method not in info["methods"]:
+        return entry_for(method, info["status"] if info["status"] != "ok" else "error",
+                         note=info["note"] or f"error: {method} is not in the driver ({info['methods']})")
+    out_file = Path(ctx.tmp) / f"indices_{method}.bin"
+    command = [info["binary"], "--method", method, "--observations", str(files[0]), "--references", str(files[1]),
+               "--k", str(k), "--repeat", str(ctx.repeat), "--warmups", str(ctx.warmups), "--indices", str(out_file)]
+    result = h.run_json_program(command, out_file, data.n, k, ctx.cli_timeout, out_file.name)
+    if result.status != "ok":
+        return entry_for(method, result.status, note=result.note)
+    record = result.record
+    differing = driver_inputs_differ(ctx, info["binary"], files, data)
+    notes = [record.get("description", ""), f"{lib.label} {info['commit']}",
+             "CUDA events; a thread per observation, observations in input order"]
+    if differing:
+        notes.append("the driver's reference unit vectors could not be compared with the other peers'" if differing < 0
+                     else f"{differing} of the {3 * data.m} coordinates of the driver's reference unit vectors differ "
+                          "from the other peers'")
+    if record.get("k_compiled") not in (None, k):
+        notes.append(f"kernels for K = {record['k_compiled']}, the first {k} written")
+    if (record.get("n"), record.get("m"), record.get("k")) != (data.n, data.m, k):
+        notes.append(f"driver reports n={record.get('n')} m={record.get('m')} k={record.get('k')}")
+    entry = entry_for(method, build_ms=record.get("build_ms"), query_ms=record.get("query_ms"),
+                      total_ms=record.get("total_ms"), runs=ctx.repeat, warmups=ctx.warmups,
+                      k_compiled=record.get("k_compiled"), runs_ms=record.get("total_runs_ms"), gpu=record.get("gpu"),
+                      source_commit=info["commit"], unit_vectors_differing=differing,
+                      note="; ".join(n for n in notes if n))
+    ref.check(entry, result.indices[ref.sample])
+    return entry
+
+
+# ------------------------------------------------------------------------------------------------
+# Python peers
+# ------------------------------------------------------------------------------------------------
 
 CUPY_KNN_KERNELS = ("compute_morton_kernel", "compute_morton_points_kernel", "initialize_tree_kernel",
                     "construct_tree_kernel", "optimize_tree_kernel", "compute_free_indices_kernel",
@@ -465,16 +356,9 @@ def run_cupy_knn(ctx, data, k, ref):
     refs, obs = cp.asarray(data.ref_unit32), cp.asarray(data.obs_unit32)
     index = cupy_knn.LBVHIndex()                 # defaults: leaf_size=32, sort_queries=True, compact=True
     index.prepare_knn_default(k)                 # compiles the query kernel for this K (once per k)
-
-    def step(clock):
-        clock.start()
-        index.build(refs)
-        clock.mark("build")
-        indices, _, _ = index.query_knn(obs)
-        clock.mark("query")
-        return indices
-
-    summary, indices = measure(step, Clock(ctx.sync), ctx.warmups, ctx.repeat)
+    timer = h.WallTimer(ctx.sync)
+    summary, indices = measure(ctx, lambda: timer(build=lambda: index.build(refs),
+                                                  query=lambda: index.query_knn(obs)[0]))
     rows = indices[cp.asarray(ref.sample)].get().astype(np.int64)
     rows[rows == 0xFFFFFFFF] = -1
     entry = entry_for("cupy_knn", **summary, note=f"compile flags {' '.join(f.strip() for f in flags)}")
@@ -494,15 +378,13 @@ def run_jztree(ctx, data, k, ref):
         return entry_for("jztree", "error", note=f"error: JAX backend is {jax.default_backend()}, not gpu")
     refs, obs = jax.device_put(data.ref_unit32), jax.device_put(data.obs_unit32)
     cfg, notes = KNNConfig(), []
+    timer = h.WallTimer(ctx.sync)
     for attempt in range(4):
-        def step(clock, cfg=cfg):
-            clock.start()
+        def search(cfg=cfg):
             _, indices = jztree.knn.knn.jit(refs, k=k, part_query=obs, cfg=cfg)
-            indices.block_until_ready()
-            clock.mark("build+query")
-            return indices
+            return indices.block_until_ready()
         try:
-            summary, indices = measure(step, Clock(ctx.sync), ctx.warmups, ctx.repeat)
+            summary, indices = measure(ctx, lambda: timer(**{"build+query": search}))
             break
         except Exception as exc:  # jztree sizes its buffers ahead and says which factor to raise
             if "alloc_fac" not in str(exc) or attempt == 3:
@@ -536,25 +418,19 @@ def run_torch(ctx, data, k, ref):
         distances = torch.cdist(obs[lo:hi], refs)   # default compute mode: matrix-product form for > 25 rows
         out[lo:hi, :kk] = torch.topk(distances, kk, dim=1, largest=False, sorted=True).indices
 
-    clock = Clock(ctx.sync)
+    def search():
+        for lo in range(0, n, chunk):
+            rows(lo, min(lo + chunk, n))
+        return out
+
+    timer = h.WallTimer(ctx.sync)
     rows(0, chunk)                                  # warm-up of one chunk
-    clock.start()
-    rows(0, chunk)
-    clock.mark("probe")
-    step_ms = clock.phases["probe"] * n / chunk
-    skipped = too_slow(ctx, "torch_cdist_topk", step_ms, f"one chunk of {chunk} x {m}")
+    phases, _ = timer(probe=lambda: rows(0, chunk))
+    skipped = too_slow(ctx, "torch_cdist_topk", phases["probe"] * n / chunk, f"one chunk of {chunk} x {m}")
     if skipped:
         del refs, obs, out
         return skipped
-
-    def step(clock):
-        clock.start()
-        for lo in range(0, n, chunk):
-            rows(lo, min(lo + chunk, n))
-        clock.mark("query")
-        return out
-
-    summary, _ = measure(step, clock, ctx.warmups, ctx.repeat)
+    summary, _ = measure(ctx, lambda: timer(query=search))
     picked = out[torch.from_numpy(ref.sample).to(device)].cpu().numpy()
     entry = entry_for("torch_cdist_topk", **summary,
                       note=f"no build; chunks of {chunk} observations; cdist's default compute mode (matrix product)")
@@ -577,22 +453,18 @@ def run_ckdtree(ctx, data, k, ref):
     per_row_s = (time.perf_counter() - started) / len(probe)
     subset = n if per_row_s * n <= HOST_QUERY_BUDGET_S else min(n, max(len(probe), int(HOST_QUERY_BUDGET_S / per_row_s)))
     queries = obs[:subset]
+    timer, built = h.WallTimer(), {}
 
-    def step(clock):
-        clock.start()
-        built = cKDTree(refs)
-        clock.mark("build")
-        built.query(queries, k=kk, workers=-1)
-        clock.mark("query")
-        return built
+    def build():
+        built["tree"] = cKDTree(refs)
 
-    summary, built = measure(step, Clock(lambda: None), ctx.warmups, ctx.repeat)
+    summary, _ = measure(ctx, lambda: timer(build=build, query=lambda: built["tree"].query(queries, k=kk, workers=-1)))
     note = f"host, {os.cpu_count()} CPUs, workers=-1, float32 unit vectors (converted to float64 by cKDTree)"
     if subset < n:
         summary["query_ms"] *= n / subset
         summary["total_ms"] = summary["build_ms"] + summary["query_ms"]
         note += f"; query run on the first {subset} of {n} observations and extrapolated linearly"
-    _, found = built.query(obs[ref.sample], k=kk)
+    _, found = built["tree"].query(obs[ref.sample], k=kk)
     found = np.asarray(found, dtype=np.int64).reshape(len(ref.sample), kk)
     rows = np.full((len(ref.sample), k), -1, dtype=np.int64)
     rows[:, :kk] = np.where(found >= data.m, -1, found)
@@ -601,170 +473,37 @@ def run_ckdtree(ctx, data, k, ref):
     return entry
 
 
-NUMBA_WARPS_PER_BLOCK = 8
-NUMBA_OBS_PER_WARP = 4          # an observation tile of 32 per block
-NUMBA_NO_INDEX = 2**31 - 1
-_HALF, _TO_RAD, _INF = np.float32(0.5), np.float32(np.pi / 180.0), np.float32(np.inf)
-_numba_kernels = None
-
-
-def import_numba_cuda():
-    """numba.cuda, importable with NumPy 2.5: numba-cuda still refers to numpy.row_stack, which NumPy 2.5
-    removed (it was an alias of vstack)."""
-    if not hasattr(np, "row_stack"):
-        np.row_stack = np.vstack
-    from numba import cuda
-    return cuda
-
-
-def numba_kernels():
-    """The two-pass float32 haversine kernel (k = 1), defined on first use (Numba compiles at first launch).
-    numba's names are made module globals here so that the kernels see them as globals."""
-    global _numba_kernels, cuda, float32, int32
-    if _numba_kernels is not None:
-        return _numba_kernels
-    from numba import cuda, float32, int32
-
-    half, to_rad, inf = _HALF, _TO_RAD, _INF
-    warps, per_warp, no_index = NUMBA_WARPS_PER_BLOCK, NUMBA_OBS_PER_WARP, NUMBA_NO_INDEX
-
-    @cuda.jit
-    def prepare(lat_deg, lon_deg, lat, lon, cos_lat):
-        i = cuda.grid(1)
-        if i < lat_deg.shape[0]:
-            la = lat_deg[i] * to_rad
-            lat[i] = la
-            lon[i] = lon_deg[i] * to_rad
-            cos_lat[i] = math.cos(la)
-
-    @cuda.jit
-    def pass1(o_lat, o_lon, o_cos, r_lat, r_lon, r_cos, slice_len, part_a, part_i):
-        # block = (observation tile, reference slice); a warp per observation, each lane keeps the
-        # minimum of hav = sin^2(dlat/2) + cos lat1 cos lat2 sin^2(dlon/2) over its strided references
-        lane = cuda.threadIdx.x & 31
-        warp = cuda.threadIdx.x >> 5
-        s = cuda.blockIdx.y
-        m = r_lat.shape[0]
-        begin = s * slice_len
-        end = min(begin + slice_len, m)
-        first = (cuda.blockIdx.x * warps + warp) * per_warp
-        for t in range(per_warp):
-            i = first + t
-            if i >= o_lat.shape[0]:
-                return                               # the same for every lane of the warp
-            la, lo, c = o_lat[i], o_lon[i], o_cos[i]
-            best = inf
-            best_j = int32(no_index)
-            j = begin + lane
-            while j < end:
-                s_lat = math.sin((r_lat[j] - la) * half)
-                s_lon = math.sin((r_lon[j] - lo) * half)
-                a = s_lat * s_lat + c * r_cos[j] * s_lon * s_lon
-                if a < best:
-                    best = a
-                    best_j = int32(j)
-                j += 32
-            offset = 16
-            while offset > 0:                        # warp-shuffle (value, index) min, ties: smaller index
-                other_a = cuda.shfl_down_sync(0xFFFFFFFF, best, offset)
-                other_j = cuda.shfl_down_sync(0xFFFFFFFF, best_j, offset)
-                if other_a < best or (other_a == best and other_j < best_j):
-                    best = other_a
-                    best_j = other_j
-                offset //= 2
-            if lane == 0:
-                part_a[s, i] = best
-                part_i[s, i] = best_j
-
-    @cuda.jit
-    def pass2(part_a, part_i, index, distance):
-        i = cuda.grid(1)
-        if i < index.shape[0]:
-            best = part_a[0, i]
-            best_j = part_i[0, i]
-            for s in range(1, part_a.shape[0]):      # slices in index order: strict < keeps the smaller index
-                if part_a[s, i] < best:
-                    best = part_a[s, i]
-                    best_j = part_i[s, i]
-            index[i] = -1 if best_j == no_index else best_j
-            distance[i] = float32(2.0) * math.asin(math.sqrt(min(best, float32(1.0))))
-
-    _numba_kernels = (prepare, pass1, pass2)
-    return _numba_kernels
-
-
-class NumbaTwoPass:
-    """Device buffers and launch shapes for one (n, m); step() runs prepare + pass 1 + pass 2."""
-
-    def __init__(self, cuda, n, m, sm_count):
-        self.cuda, self.n, self.m = cuda, n, m
-        tile = NUMBA_WARPS_PER_BLOCK * NUMBA_OBS_PER_WARP
-        self.tiles = (n + tile - 1) // tile
-        # enough blocks to fill the GPU for any n, slices of at least 2048 references
-        target_blocks = 16 * sm_count
-        self.slices = int(max(1, min((target_blocks + self.tiles - 1) // self.tiles, m // 2048, 65535)))
-        self.slice_len = (m + self.slices - 1) // self.slices
-        f32, i32 = np.float32, np.int32
-        self.obs = [cuda.device_array(n, f32) for _ in range(3)]
-        self.refs = [cuda.device_array(m, f32) for _ in range(3)]
-        self.part_a = cuda.device_array((self.slices, n), f32)
-        self.part_i = cuda.device_array((self.slices, n), i32)
-        self.index = cuda.device_array(n, i32)
-        self.distance = cuda.device_array(n, f32)
-
-    def build(self, ref_lat, ref_lon):
-        prepare, _, _ = numba_kernels()
-        prepare[(self.m + 255) // 256, 256](ref_lat, ref_lon, *self.refs)
-
-    def query(self, obs_lat, obs_lon):
-        prepare, pass1, pass2 = numba_kernels()
-        prepare[(self.n + 255) // 256, 256](obs_lat, obs_lon, *self.obs)
-        pass1[(self.tiles, self.slices), 32 * NUMBA_WARPS_PER_BLOCK](*self.obs, *self.refs, self.slice_len,
-                                                                    self.part_a, self.part_i)
-        pass2[(self.n + 255) // 256, 256](self.part_a, self.part_i, self.index, self.distance)
-
-
 def run_numba(ctx, data, k, ref):
     if k != 1:
         return entry_for("numba_two_pass", "n/a", note="n/a: the notebook's kernel finds k = 1 only")
     try:
-        cuda = import_numba_cuda()
+        cuda = h.import_numba_cuda()
         if not cuda.is_available():
             return entry_for("numba_two_pass", "error", note="error: numba.cuda sees no GPU")
-        numba_kernels()
+        h.numba_kernels()
     except Exception as exc:
         return entry_for("numba_two_pass", "missing", note=f"missing: {exc}")
     sm_count = cuda.get_current_device().MULTIPROCESSOR_COUNT
     ref_lat, ref_lon = cuda.to_device(data.ref_lat), cuda.to_device(data.ref_lon)
     obs_lat, obs_lon = cuda.to_device(data.obs_lat), cuda.to_device(data.obs_lon)
-    clock = Clock(ctx.sync)
+    timer = h.WallTimer(ctx.sync)
     probe_n = min(data.n, 1 << 16)
-    probe = NumbaTwoPass(cuda, probe_n, data.m, sm_count)
+    probe = h.NumbaTwoPass(cuda, probe_n, data.m, sm_count)
     probe.build(ref_lat, ref_lon)
     probe.query(obs_lat[:probe_n], obs_lon[:probe_n])   # compiles
-    clock.start()
-    probe.query(obs_lat[:probe_n], obs_lon[:probe_n])
-    clock.mark("probe")
-    step_ms = clock.phases["probe"] * data.n / probe_n
+    phases, _ = timer(probe=lambda: probe.query(obs_lat[:probe_n], obs_lon[:probe_n]))
+    step_ms = phases["probe"] * data.n / probe_n
     del probe
     skipped = too_slow(ctx, "numba_two_pass", step_ms, f"{probe_n} observations")
     if skipped:
         return skipped
-    search = NumbaTwoPass(cuda, data.n, data.m, sm_count)
-
-    def step(clock):
-        clock.start()
-        search.build(ref_lat, ref_lon)
-        clock.mark("build")
-        search.query(obs_lat, obs_lon)
-        clock.mark("query")
-        return search.index
-
-    summary, index = measure(step, clock, ctx.warmups, ctx.repeat)
+    search = h.NumbaTwoPass(cuda, data.n, data.m, sm_count)
+    summary, index = measure(ctx, lambda: timer(build=lambda: search.build(ref_lat, ref_lon),
+                                                query=lambda: search.query(obs_lat, obs_lon)))
     rows = index.copy_to_host()[ref.sample].astype(np.int64).reshape(-1, 1)
     entry = entry_for("numba_two_pass", **summary,
                       note=f"float32 haversine, {search.slices} reference slices, tiles of "
-                           f"{NUMBA_WARPS_PER_BLOCK * NUMBA_OBS_PER_WARP} observations, buffers allocated before timing")
+                           f"{h.NUMBA_WARPS_PER_BLOCK * h.NUMBA_OBS_PER_WARP} observations, buffers allocated before timing")
     ref.check(entry, rows)
     del search
     return entry
@@ -784,9 +523,9 @@ def wanted(ctx, method):
 
 def run_workload(ctx, workload, places):
     started = time.perf_counter()
-    data = make_data(workload, places, ctx.quick)
+    data = h.make_data(workload, places, ctx.quick)
     log(f"{workload.name}: n={data.n} m={data.m} k={workload.k} (data in {time.perf_counter() - started:.1f} s)")
-    ref = Reference(data, workload.k, ctx.sample, workload.name)
+    ref = h.Reference(data, workload.k, ctx.sample, workload.name)
     files = data.write(ctx.tmp)
     result = {"name": workload.name, "n": data.n, "m": data.m, "k": workload.k, "kind": workload.kind, "methods": []}
     for engine in STREAMKIT_ENGINES:          # first, while this process holds little GPU memory
@@ -801,26 +540,23 @@ def run_workload(ctx, workload, places):
     for method in PEERS:
         if method not in workload.peers or not wanted(ctx, method):
             continue
-        try:
-            entry = PEER_RUNNERS[method](ctx, data, workload.k, ref)
-        except Exception as exc:
-            entry = entry_for(method, "error", note=f"error: {type(exc).__name__}: {str(exc).strip()[:400]}")
-            log(traceback.format_exc())
-        free_gpu_memory()
-        result["methods"].append(entry)
-        log(f"  {method}: {summary_line(entry)}")
+        if method in DRIVER_METHODS:
+            runner = lambda: run_driver_method(ctx, files, data, workload.k, ref, method)  # noqa: E731
+        else:
+            runner = lambda: PEER_RUNNERS[method](ctx, data, workload.k, ref)  # noqa: E731
+        result["methods"].append(h.run_guarded(method, runner, entry_for, summary_line))
     return result
 
 
 def run_sweep(ctx):
     div = 16 if ctx.quick else 1
     n = SWEEP_N // div
-    obs = uniform_points(rng_for("sweep", 0), n)
+    obs = h.uniform_points(h.rng_for("sweep", 0), n)
     points = []
     for m in (m // div for m in SWEEP_M):
-        refs = uniform_points(rng_for(f"sweep_m{m}", 1), m)
-        data = Data(obs[0], obs[1], refs[0], refs[1])
-        ref = Reference(data, 1, ctx.sample, "sweep")
+        refs = h.uniform_points(h.rng_for(f"sweep_m{m}", 1), m)
+        data = h.Data(obs[0], obs[1], refs[0], refs[1])
+        ref = h.Reference(data, 1, ctx.sample, "sweep")
         files = data.write(ctx.tmp)
         for engine in SWEEP_ENGINES:
             if not wanted(ctx, f"streamkit_{engine}"):
@@ -848,31 +584,22 @@ def summary_line(entry):
 
 
 def versions(ctx):
-    def version(dist):
-        try:
-            return importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            return "missing"
-
-    found = {"python": sys.version.split()[0]}
-    for dist in ("numpy", "scipy", "torch", "jax", "jaxlib", "jax-cuda13-plugin", "numba", "numba-cuda",
-                 "scikit-learn", "cupy-knn", "jztree", "jztree-cu13"):
-        found[dist] = version(dist)
-    cupy = {dist: version(dist) for dist in ("cupy-cuda13x", "cupy-cuda12x", "cupy")}
-    found.update({dist: v for dist, v in cupy.items() if v != "missing"} or {"cupy": "missing"})
-    found["nvidia_driver"] = shell(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
-    # A copy of the working tree (the device's) may carry older git metadata than its files: say so.
-    dirty = shell(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"])
-    found["streamkit_commit"] = shell(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]) + (
-        " with uncommitted changes" if dirty not in ("", "unknown") else "")
-    found["bench_nn_files"] = str(ctx.bench_binary)
+    found = h.versions(ctx.bench_binary)
+    for info in ctx.peer_drivers.values():
+        if info.get("commit"):
+            found[info["library"]] = info["commit"]
+    if ctx.peer_drivers:
+        found["nvcc"] = nvcc_version(find_nvcc(ctx.nvcc))
     return found
 
 
-def shell(command):
+def nvcc_version(nvcc):
+    """The last line of `nvcc --version` (e.g. "Build cuda_13.0.r13.0/compiler.36424714_0"), or "missing"."""
+    if nvcc is None:
+        return "missing"
     try:
-        out = subprocess.run(command, capture_output=True, text=True, timeout=30)
-        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else "unknown"
+        lines = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout.strip().splitlines()
+        return lines[-1] if lines else "unknown"
     except Exception:
         return "unknown"
 
@@ -892,7 +619,15 @@ def main():
                         help="skip a method whose warm-ups + timed runs are estimated to take longer (default 60)")
     parser.add_argument("--bench-binary", default=str(REPO / "build-bench/benchmarks/bench_nn_files"))
     parser.add_argument("--places", default=str(REPO / "examples/data/cities1000.csv"))
-    parser.add_argument("--cli-timeout", type=int, default=300, help="seconds per bench_nn_files call")
+    parser.add_argument("--cli-timeout", type=int, default=300,
+                        help="seconds per bench_nn_files (or cuBQL / cudaKDTree driver) call")
+    parser.add_argument("--cubql-src", help="top folder of a cuBQL source tree (holds cuBQL/bvh.h): methods "
+                                            "cubql, cubql_radix; absent: they are recorded as missing")
+    parser.add_argument("--cudakdtree-src", help="top folder of a cudaKDTree source tree (holds cukd/builder.h): "
+                                                 "methods cudakdtree, cudakdtree_stack")
+    parser.add_argument("--nvcc", default="nvcc", help="the CUDA compiler for the cuBQL / cudaKDTree driver")
+    parser.add_argument("--peer-arch", default="sm_90", help="nvcc -arch for the driver (default sm_90)")
+    parser.add_argument("--peer-compile-timeout", type=int, default=900, help="seconds per driver compilation")
     args = parser.parse_args()
     selected = names if args.workloads == "all" else [w.strip() for w in args.workloads.split(",") if w.strip()]
     unknown = sorted(set(selected) - set(names))
@@ -902,38 +637,38 @@ def main():
     if not any(m.startswith(w) or m == w for m in METHODS for w in args.methods):
         parser.error(f"no method matches {args.methods}; choose from {list(METHODS)}")
 
-    places = read_places(args.places) if any(w.kind in ("gps", "clustered") for w in WORKLOADS if w.name in selected) else None
-    out_path = Path(args.out)
+    chosen = [w for w in WORKLOADS if w.name in selected]
+    places = h.read_places(args.places) if any(w.kind in ("gps", "clustered") for w in chosen) else None
+    driver_methods = {m for w in chosen for m in w.peers if m in DRIVER_METHODS and wanted(args, m)}
     with tempfile.TemporaryDirectory(prefix="peers_nearest_") as tmp:
         args.tmp = tmp
-        args.sync = device_sync_function()
-        gpu = shell(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"])
-        report = {"gpu": gpu, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                  "command": shlex.join(getattr(sys, "orig_argv", [sys.executable] + sys.argv)),
-                  "versions": versions(args),
-                  "settings": {"repeat": args.repeat, "warmups": args.warmups, "sample": args.sample, "quick": args.quick,
-                               "max_method_seconds": args.max_method_seconds, "relative_tolerance": RELATIVE_TOLERANCE,
-                               "absolute_tolerance_rad": ABSOLUTE_TOLERANCE_RAD, "methods": args.methods,
-                               "timing": "data on the device; device synchronised around each phase, wall clock; "
-                                         "streamkit: the CLI's own figures"},
-                  "complete": False, "workloads": [], "sweep": []}
+        args.sync = h.device_sync_function()
+        libraries = [lib for lib in PEER_LIBRARIES if driver_methods & set(lib.methods)]
+        args.peer_drivers = build_peer_drivers(args, libraries)
+        settings = {"repeat": args.repeat, "warmups": args.warmups, "sample": args.sample, "quick": args.quick,
+                    "max_method_seconds": args.max_method_seconds, "relative_tolerance": h.RELATIVE_TOLERANCE,
+                    "absolute_tolerance_rad": h.ABSOLUTE_TOLERANCE_RAD, "methods": args.methods,
+                    "timing": "data on the device; device synchronised around each phase, wall clock; "
+                              "streamkit: the CLI's own figures; cuBQL, cudaKDTree: the driver's CUDA events",
+                    "peer_drivers": {key: {k: v for k, v in info.items() if k != "binary"}
+                                     for key, info in args.peer_drivers.items()}}
+        report = h.Report(args.out, versions(args), settings, sweep=[])
 
         def save():
-            if report["gpu"] == "unknown":   # no nvidia-smi: take the name streamkit's CLI printed
+            if report["gpu"] == "unknown":   # no nvidia-smi: take the name a CLI printed
                 report["gpu"] = next((e["gpu"] for w in report["workloads"] for e in w["methods"] if e.get("gpu")),
                                      next((p["gpu"] for p in report["sweep"] if p.get("gpu")), "unknown"))
-            out_path.write_text(json.dumps(report, indent=1) + "\n")
+            report.save()
 
-        for workload in WORKLOADS:
-            if workload.name in selected:
-                report["workloads"].append(run_workload(args, workload, places))
-                save()
+        for workload in chosen:
+            report["workloads"].append(run_workload(args, workload, places))
+            save()
         if "sweep" in selected:
             log("sweep:")
             report["sweep"] = run_sweep(args)
-        report["complete"] = True
         save()
-    log(f"wrote {out_path}")
+        report.finish()
+    log(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ Groups of workloads (fixed seeds; the nearest-neighbour points are those of benc
                    streamkit_index      streamkit.NearestIndex: update(references) + query(observations) per step
                    cpp_bench_nn_files   the C++ benchmark `bench_nn_files` on the same points (its own CUDA events,
                                         update + query per step, engine auto, the same precision)
-                   numba_two_pass       the seed notebook's float32 Numba kernel (from peers_nearest.py)
+                   numba_two_pass       the seed notebook's float32 Numba kernel (peers_harness.py, as in peers_nearest.py)
                    cupy_broadcast       CuPy broadcasting haversine in float32, as the notebook wrote it: radians,
                                         the (chunk x m) distance matrix in km, argmin, over chunks of observations
                    torch_cdist          torch.cdist on float32 3-D unit vectors (chord order = great-circle order;
@@ -43,11 +43,12 @@ whose timed steps are estimated (from one timed chunk) to take over `--max-metho
 estimate recorded.
 
 Checks, for every method: nearest: the indices of `--sample` observations against a float64 CPU brute force
-(peers_nearest.Reference: a row is wrong when a neighbour's float64 great-circle distance differs from the
+(peers_harness.Reference: a row is wrong when a neighbour's float64 great-circle distance differs from the
 reference's by more than 1e-6 relative + 1e-9 rad); min-max: the largest absolute difference from a float64
 NumPy reference (x - min) / (max - min) against 1e-12 (float64 results) or 1e-5 (float32). A wrong answer gets
 the status "wrong" and is shown as such in the table. The script exits with 1 when a streamkit method (or the
 C++ binary) errs or answers wrongly, after writing the JSON and the table; wrong peers are reported, not fatal.
+Data, checker, timers and the JSON file come from benchmarks/peers_harness.py (shared with peers_nearest.py).
 
 Usage (repository root, streamkit installed: python3 -m pip install ./python):
 
@@ -65,22 +66,17 @@ Turn it into docs with: python3 benchmarks/make_report.py ... --python-peers FIL
 """
 import argparse
 import dataclasses
-import datetime
-import importlib.metadata
-import json
 import math
-import shlex
 import statistics
 import sys
 import tempfile
 import time
-import traceback
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import peers_nearest as pn  # noqa: E402  (data, float64 checker, the seed's Numba kernel, the C++ CLI runner)
+import peers_harness as h  # noqa: E402  (data, float64 checker, timers, JSON report, the C++ CLI, the Numba kernel)
 
 GROUPS = ("nearest", "minmax_host", "minmax_device", "overhead")
 NEAREST_METHODS = ("streamkit_cupy", "streamkit_torch", "streamkit_index", "cpp_bench_nn_files", "numba_two_pass",
@@ -97,7 +93,8 @@ METHODS = NEAREST_METHODS + HOST_METHODS + DEVICE_METHODS + OVERHEAD_METHODS
 BROADCAST_CHUNK_ELEMENTS = 1 << 26    # distances per CuPy chunk: 256 MiB of float32 per temporary
 OVERHEAD_BATCH = 100                  # calls enqueued between two synchronisations
 TOLERANCE = {np.dtype(np.float64): 1e-12, np.dtype(np.float32): 1e-5}
-EARTH_RADIUS_KM = pn.EARTH_RADIUS_KM
+TORCH_CHUNK_ELEMENTS = 1 << 30       # distances per torch.cdist chunk (as in peers_nearest.py)
+EARTH_RADIUS_KM = h.EARTH_RADIUS_KM
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +104,7 @@ class Workload:
     description: str
     baseline: str                  # the method the others are compared with
     methods: tuple
-    data: str = ""                 # nearest: the peers_nearest.py workload whose points are used
+    data: str = ""                 # nearest: the points used (a name of peers_harness.NEAREST_DATA)
     exact: bool = False            # nearest: streamkit's `exact` (the C++ CLI's --precision exact)
     shape: tuple = ()              # min-max: (arrays, rows, columns)
     dtype: str = "float64"
@@ -133,8 +130,7 @@ WORKLOADS = (
 )
 
 
-def log(*parts):
-    print(*parts, file=sys.stderr, flush=True)
+log = h.log
 
 
 class Missing(Exception):
@@ -165,7 +161,7 @@ def need_torch_cuda():
 
 def need_numba_cuda():
     try:
-        cuda = pn.import_numba_cuda()
+        cuda = h.import_numba_cuda()
     except Exception as exc:
         raise Missing(f"numba.cuda: {exc}") from exc
     if not cuda.is_available():
@@ -183,71 +179,25 @@ def entry_for(method, status="ok", note="", **fields):
 # Timing
 # ------------------------------------------------------------------------------------------------
 
-class EventTimer:
-    """Phases of device work enqueued on the current stream of CuPy or torch, timed by CUDA events."""
-
-    def __init__(self, framework):
-        if framework == "torch":
-            import torch
-            self._event = lambda: torch.cuda.Event(enable_timing=True)
-            self._elapsed = lambda start, end: start.elapsed_time(end)
-        else:
-            import cupy
-            self._event = cupy.cuda.Event
-            self._elapsed = cupy.cuda.get_elapsed_time
-
-    def __call__(self, **phases):
-        """Runs each phase (a function) in order; returns ({phase: ms}, the last phase's result)."""
-        events = [self._event()]
-        events[0].record()
-        result = None
-        for work in phases.values():
-            result = work()
-            events.append(self._event())
-            events[-1].record()
-        events[-1].synchronize()
-        return {name: self._elapsed(events[i], events[i + 1]) for i, name in enumerate(phases)}, result
-
-
-def wall_clock(work, synchronize=lambda: None):
-    """A step timed on the host: `work()`, then `synchronize()`; returns ({"step": ms}, result)."""
-    synchronize()
-    started = time.perf_counter()
-    result = work()
-    synchronize()
-    return {"step": (time.perf_counter() - started) * 1e3}, result
-
-
-def repeats_for(step_ms, repeat):
-    """More timed steps for short ones (their medians need them and they cost little)."""
-    return max(repeat, 50 if step_ms < 1.0 else 20 if step_ms < 20.0 else repeat)
+EventTimer, wall_clock = h.EventTimer, h.wall_clock
 
 
 def measure(ctx, step, timing):
-    """`ctx.warmups` steps, then the timed ones; `step()` returns ({phase: ms}, output). Returns (fields, output)."""
-    phases, output = step()
-    for _ in range(ctx.warmups - 1):
-        phases, output = step()
-    runs = []
-    for _ in range(repeats_for(sum(phases.values()), ctx.repeat)):
-        phases, output = step()
-        runs.append(phases)
-    totals = [sum(run.values()) for run in runs]
-    fields = {"timing": timing, "median_ms": statistics.median(totals), "samples_ms": totals,
-              "warmups": ctx.warmups, "repeat": len(runs)}
-    if len(runs[0]) > 1:
-        fields.update({f"{name}_ms": statistics.median(run[name] for run in runs) for name in runs[0]})
+    """`ctx.warmups` steps, then the timed ones (more for short steps: peers_harness.repeats_for); `step()`
+    returns ({phase: ms}, output). Returns (this script's fields, the last output)."""
+    timed, output = h.measure(step, ctx.warmups, ctx.repeat, more_for_short=True)
+    fields = {"timing": timing, "median_ms": timed.total_ms, "samples_ms": timed.totals,
+              "warmups": ctx.warmups, "repeat": len(timed.runs)}
+    if len(timed.runs[0]) > 1:
+        fields.update({f"{name}_ms": timed.phase_ms(name) for name in timed.runs[0]})
     return fields, output
 
 
 def too_slow(ctx, method, step_ms, how):
     """A skipped entry when the warm-ups and timed steps at `step_ms` would take over --max-method-seconds."""
-    steps = ctx.warmups + repeats_for(step_ms, ctx.repeat)
-    if step_ms * steps / 1e3 <= ctx.max_method_seconds:
-        return None
-    return entry_for(method, "skipped", estimated_ms=step_ms,
-                     note=f"skipped: estimated {step_ms / 1e3:.1f} s per step x {steps} steps > "
-                          f"{ctx.max_method_seconds:g} s (extrapolated from {how})")
+    steps = ctx.warmups + h.repeats_for(step_ms, ctx.repeat)
+    skipped = h.skip_estimate(step_ms, steps, ctx.max_method_seconds, how)
+    return entry_for(method, "skipped", **skipped) if skipped else None
 
 
 # ------------------------------------------------------------------------------------------------
@@ -271,14 +221,14 @@ def haversine_argmin(xp, obs_deg, ref_deg, out, chunk):
 class NearestCase:
     """One nearest workload's points on the host, their float64 reference, and the device copies made on demand."""
 
-    def __init__(self, ctx, workload, places, data_workloads):
+    def __init__(self, ctx, workload, places):
         started = time.perf_counter()
         self.workload = workload
         self.k = 1
-        self.data = pn.make_data(data_workloads[workload.data], places, ctx.quick)
+        self.data = h.make_data(h.NEAREST_DATA[workload.data], places, ctx.quick)
         self.obs = np.ascontiguousarray(np.stack([self.data.obs_lat, self.data.obs_lon], axis=1))
         self.refs = np.ascontiguousarray(np.stack([self.data.ref_lat, self.data.ref_lon], axis=1))
-        self.reference = pn.Reference(self.data, self.k, ctx.sample, workload.data)
+        self.reference = h.Reference(self.data, self.k, ctx.sample, workload.data)
         self.files = None
         log(f"{workload.name}: n={self.data.n} m={self.data.m} (data in {time.perf_counter() - started:.1f} s)")
 
@@ -336,28 +286,31 @@ def nearest_cpp(ctx, case):
     if case.files is None:
         case.files = case.data.write(ctx.tmp)
     precision = "exact" if case.workload.exact else "fast"
-    cli, indices = pn.run_streamkit(ctx, case.files, case.data.n, case.data.m, case.k, "auto", precision)
-    fields = {key: cli.get(key) for key in ("build_ms", "query_ms", "engine_used", "gpu", "runs")}
-    entry = entry_for("cpp_bench_nn_files", cli["status"], cli["note"], median_ms=cli["total_ms"],
+    cli = h.run_bench_nn_files(ctx.bench_binary, case.files, case.data.n, case.data.m, case.k, "auto", ctx.repeat,
+                               ctx.tmp, ctx.cli_timeout, precision)
+    record = cli.record or {}
+    fields = {"build_ms": record.get("build_ms"), "query_ms": record.get("query_ms"),
+              "engine_used": record.get("engine"), "gpu": record.get("gpu"), "runs": ctx.repeat if record else None}
+    entry = entry_for("cpp_bench_nn_files", cli.status, cli.note, median_ms=record.get("total_ms"),
                       timing="C++ CUDA events (its own), 2 warm-ups", **fields)
-    if indices is None:
+    if cli.indices is None:
         return entry
-    entry["note"] = "; ".join(filter(None, [f"--precision {precision}, engine auto ({cli.get('engine_used')})",
+    entry["note"] = "; ".join(filter(None, [f"--precision {precision}, engine auto ({record.get('engine')})",
                                             entry["note"]]))
-    return case.check(entry, indices)
+    return case.check(entry, cli.indices)
 
 
 def nearest_numba(ctx, case):
     cuda = need_numba_cuda()
     cupy = need("cupy")
-    pn.numba_kernels()
+    h.numba_kernels()
     data = case.data
     sm_count = cuda.get_current_device().MULTIPROCESSOR_COUNT
     ref_lat, ref_lon = cuda.to_device(data.ref_lat), cuda.to_device(data.ref_lon)
     obs_lat, obs_lon = cuda.to_device(data.obs_lat), cuda.to_device(data.obs_lon)
     timer = EventTimer("cupy")      # Numba launches on the legacy default stream, CuPy's default stream too
     probe_n = min(data.n, 1 << 16)
-    probe = pn.NumbaTwoPass(cuda, probe_n, data.m, sm_count)
+    probe = h.NumbaTwoPass(cuda, probe_n, data.m, sm_count)
     probe.build(ref_lat, ref_lon)
     probe.query(obs_lat[:probe_n], obs_lon[:probe_n])        # compiles
     phases, _ = timer(query=lambda: probe.query(obs_lat[:probe_n], obs_lon[:probe_n]))
@@ -365,14 +318,9 @@ def nearest_numba(ctx, case):
     skipped = too_slow(ctx, "numba_two_pass", phases["query"] * data.n / probe_n, f"{probe_n} observations")
     if skipped:
         return skipped
-    search = pn.NumbaTwoPass(cuda, data.n, data.m, sm_count)
-
-    def query():
-        search.query(obs_lat, obs_lon)
-        return search.index
-
-    fields, index = measure(ctx, lambda: timer(build=lambda: search.build(ref_lat, ref_lon), query=query),
-                            "cuda events")
+    search = h.NumbaTwoPass(cuda, data.n, data.m, sm_count)
+    fields, index = measure(ctx, lambda: timer(build=lambda: search.build(ref_lat, ref_lon),
+                                               query=lambda: search.query(obs_lat, obs_lon)), "cuda events")
     entry = entry_for("numba_two_pass", **fields,
                       note=f"float32 haversine, {search.slices} reference slices; buffers allocated before timing")
     case.check(entry, index)
@@ -404,7 +352,7 @@ def nearest_torch_cdist(ctx, case):
     n, m = case.data.n, case.data.m
     obs = torch.from_numpy(case.data.obs_unit32).cuda()
     refs = torch.from_numpy(case.data.ref_unit32).cuda()
-    chunk = max(1, min(n, pn.TORCH_CHUNK_ELEMENTS // m))
+    chunk = max(1, min(n, TORCH_CHUNK_ELEMENTS // m))
     out = torch.empty(n, dtype=torch.int64, device="cuda")
 
     def search(stop=n):
@@ -462,7 +410,7 @@ class MinMaxCase:
         count, rows, columns = workload.shape
         if ctx.quick:
             rows, columns = max(1, rows // 4), max(1, columns // 4)
-        rng = pn.rng_for(workload.name, 0)
+        rng = h.rng_for(workload.name, 0)
         self.workload = workload
         self.arrays = [rng.normal(10.0, 4.0, (rows, columns)).astype(workload.dtype) for _ in range(count)]
         self.references = [scaled_reference(a) for a in self.arrays]
@@ -522,7 +470,7 @@ def numba_minmax_kernel():
     numba.cuda is made a module global so that the kernel sees it as one (as Numba and its simulator expect)."""
     global _numba_minmax_kernel, cuda
     if _numba_minmax_kernel is None:
-        cuda = pn.import_numba_cuda()
+        cuda = h.import_numba_cuda()
 
         @cuda.jit
         def minmax_columns(x, out):
@@ -683,8 +631,8 @@ def overhead_method(ctx, method):
     if method.startswith("streamkit"):
         streamkit = need_streamkit("MinMaxScaler" if "minmax" in method else "NearestIndex")
     cupy = need("cupy")
-    obs_host = np.stack(pn.uniform_points(pn.rng_for("tiny", 0), 16), axis=1)
-    refs_host = np.stack(pn.uniform_points(pn.rng_for("tiny", 1), 8), axis=1)
+    obs_host = np.stack(h.uniform_points(h.rng_for("tiny", 0), 16), axis=1)
+    refs_host = np.stack(h.uniform_points(h.rng_for("tiny", 1), 8), axis=1)
     framework = "torch" if method.endswith("torch") else "cupy"
     obs, refs = device_arrays(framework, obs_host, refs_host)
     check = None
@@ -694,8 +642,8 @@ def overhead_method(ctx, method):
         none = cupy.empty((0, 2), cupy.float32)
         call = lambda: streamkit.nearest(none, refs)
     elif method.startswith("streamkit_nearest") or method == "streamkit_index_query_cupy":
-        data = pn.Data(obs_host[:, 0], obs_host[:, 1], refs_host[:, 0], refs_host[:, 1])
-        reference = pn.Reference(data, 1, 16, "tiny")
+        data = h.Data(obs_host[:, 0], obs_host[:, 1], refs_host[:, 0], refs_host[:, 1])
+        reference = h.Reference(data, 1, 16, "tiny")
         if method == "streamkit_nearest_cupy_out":
             out = (cupy.empty((16, 1), cupy.int64), cupy.empty((16, 1), cupy.float32))
             call = lambda: streamkit.nearest(obs, refs, out=out)
@@ -712,7 +660,7 @@ def overhead_method(ctx, method):
             if entry["wrong"]:
                 entry["status"] = "wrong"
     elif method == "streamkit_minmax_transform_cupy":
-        x_host = pn.rng_for("tiny", 2).normal(10.0, 4.0, (16, 4)).astype(np.float32)
+        x_host = h.rng_for("tiny", 2).normal(10.0, 4.0, (16, 4)).astype(np.float32)
         (x,) = device_arrays("cupy", x_host)
         scaler = streamkit.MinMaxScaler().fit(x)
         call = lambda: scaler.transform(x)
@@ -752,9 +700,9 @@ def run_method(ctx, workload, case, method):
     return overhead_method(ctx, method)
 
 
-def run_workload(ctx, workload, places, data_workloads):
+def run_workload(ctx, workload, places):
     if workload.group == "nearest":
-        case = NearestCase(ctx, workload, places, data_workloads)
+        case = NearestCase(ctx, workload, places)
         sizes = {"n": case.data.n, "m": case.data.m, "k": case.k, "exact": workload.exact}
     elif workload.group in ("minmax_host", "minmax_device"):
         case = MinMaxCase(ctx, workload)
@@ -768,16 +716,8 @@ def run_workload(ctx, workload, places, data_workloads):
     for method in workload.methods:
         if not any(method.startswith(prefix) for prefix in ctx.methods):
             continue
-        try:
-            entry = run_method(ctx, workload, case, method)
-        except Missing as exc:
-            entry = entry_for(method, "missing", note=f"missing: {exc}")
-        except Exception as exc:
-            entry = entry_for(method, "error", note=f"error: {type(exc).__name__}: {str(exc).strip()[:400]}")
-            log(traceback.format_exc())
-        pn.free_gpu_memory()
-        result["methods"].append(entry)
-        log(f"  {method}: {summary_line(entry)}")
+        result["methods"].append(h.run_guarded(method, lambda: run_method(ctx, workload, case, method), entry_for,
+                                               summary_line, missing=Missing))
     return result
 
 
@@ -905,27 +845,9 @@ def failures(report):
 
 
 def versions(ctx):
-    found = pn.versions(ctx)
-    found["streamkit"] = package_version("streamkit")
+    found = h.versions(ctx.bench_binary)
+    found["streamkit"] = h.package_version("streamkit")
     return found
-
-
-def package_version(dist):
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "missing"
-
-
-def gpu_name():
-    name = pn.shell(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"])
-    if name != "unknown":
-        return name
-    try:
-        import cupy
-        return cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
-    except Exception:
-        return "unknown"
 
 
 def main():
@@ -944,9 +866,9 @@ def main():
     parser.add_argument("--overhead-calls", type=int, help="calls per overhead method (default 20,000; quick 2,000)")
     parser.add_argument("--max-method-seconds", type=float, default=60.0,
                         help="skip a method whose warm-ups + timed steps are estimated to take longer (default 60)")
-    parser.add_argument("--bench-binary", default=str(pn.REPO / "build-bench/benchmarks/bench_nn_files"),
+    parser.add_argument("--bench-binary", default=str(h.REPO / "build-bench/benchmarks/bench_nn_files"),
                         help="the C++ bench_nn_files (optional: recorded as missing when absent)")
-    parser.add_argument("--places", default=str(pn.REPO / "examples/data/cities1000.csv"))
+    parser.add_argument("--places", default=str(h.REPO / "examples/data/cities1000.csv"))
     parser.add_argument("--cli-timeout", type=int, default=300, help="seconds per bench_nn_files call")
     args = parser.parse_args()
     chosen = set(GROUPS + tuple(names)) if args.workloads == "all" else {w.strip() for w in args.workloads.split(",")}
@@ -961,37 +883,26 @@ def main():
     if args.overhead_calls is None:
         args.overhead_calls = 2000 if args.quick else 20000
     selected = [w for w in WORKLOADS if w.name in chosen or w.group in chosen]
-    data_workloads = {w.name: w for w in pn.WORKLOADS}
-    needs_places = any(data_workloads[w.data].kind != "uniform" for w in selected if w.group == "nearest")
-    places = pn.read_places(args.places) if needs_places else None
+    needs_places = any(h.NEAREST_DATA[w.data].kind != "uniform" for w in selected if w.group == "nearest")
+    places = h.read_places(args.places) if needs_places else None
 
-    out_path = Path(args.out)
-    report = {"gpu": gpu_name(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "command": shlex.join(getattr(sys, "orig_argv", [sys.executable] + sys.argv)),
-              "versions": versions(args),
-              "settings": {"repeat": args.repeat, "warmups": args.warmups, "sample": args.sample, "quick": args.quick,
-                           "overhead_calls": args.overhead_calls, "overhead_batch": OVERHEAD_BATCH,
-                           "max_method_seconds": args.max_method_seconds, "methods": args.methods,
-                           "relative_tolerance": pn.RELATIVE_TOLERANCE,
-                           "absolute_tolerance_rad": pn.ABSOLUTE_TOLERANCE_RAD,
-                           "minmax_tolerance": {str(dtype): value for dtype, value in TOLERANCE.items()}},
-              "complete": False, "workloads": []}
-    report["driver"] = report["versions"].get("nvidia_driver", "unknown")
-
-    def save():
-        out_path.write_text(json.dumps(report, indent=1) + "\n")
-
+    found = versions(args)
+    settings = {"repeat": args.repeat, "warmups": args.warmups, "sample": args.sample, "quick": args.quick,
+                "overhead_calls": args.overhead_calls, "overhead_batch": OVERHEAD_BATCH,
+                "max_method_seconds": args.max_method_seconds, "methods": args.methods,
+                "relative_tolerance": h.RELATIVE_TOLERANCE, "absolute_tolerance_rad": h.ABSOLUTE_TOLERANCE_RAD,
+                "minmax_tolerance": {str(dtype): value for dtype, value in TOLERANCE.items()}}
+    report = h.Report(args.out, found, settings, driver=found.get("nvidia_driver", "unknown"))
     with tempfile.TemporaryDirectory(prefix="python_peers_") as tmp:
         args.tmp = tmp
         for workload in selected:
-            report["workloads"].append(run_workload(args, workload, places, data_workloads))
-            save()
-    report["complete"] = True
-    save()
-    log(f"wrote {out_path}")
-    fatal, warnings = failures(report)
+            report["workloads"].append(run_workload(args, workload, places))
+            report.save()
+    report.finish()
+    log(f"wrote {args.out}")
+    fatal, warnings = failures(report.data)
     print(f"# streamkit Python benchmark: {report['gpu']}, {report['date']}")
-    print("\n".join(tables(report)))
+    print("\n".join(tables(report.data)))
     for line in warnings:
         log(f"WARNING (a peer): {line}")
     for line in fatal:
