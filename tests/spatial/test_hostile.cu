@@ -1,0 +1,533 @@
+// Hostile inputs (issue 26): exactness of both engines (brute_force_index, tree_index) and the front
+// end (nearest_index) on every class of spatial/hostile_inputs.hpp, for k = 1, 16 and 32, in fast
+// and exact precision, with float and double inputs, against the float64 CPU k-nearest reference of
+// nearest_reference.hpp; outputs poisoned before every search. On top of the reference check, rows
+// must keep identical references (identical in the input type) in index order: a row holding one
+// of them holds every smaller index of its group, earlier. Host-side tests of the generators run
+// without a GPU.
+#include "gpu_test.hpp"
+#include "spatial/hostile_inputs.hpp"
+#include "spatial/knn_checks.hpp"
+#include "spatial/nearest_reference.hpp"
+#include "test_support.hpp"
+
+#include <streamkit/core/stream.hpp>
+#include <streamkit/spatial/haversine.hpp>
+#include <streamkit/spatial/nearest_neighbor.cuh>
+
+#include <gtest/gtest-spi.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace {
+
+namespace hostile = streamkit_hostile;
+using streamkit::angle_unit;
+using streamkit::nn_precision;
+using streamkit::search_engine;
+using streamkit_test::brute_force_knn;
+using streamkit_test::check;
+using streamkit_test::engine;
+using streamkit_test::fetch;
+using streamkit_test::host_result;
+using streamkit_test::knn_answer;
+using streamkit_test::name_of;
+using streamkit_test::options_with;
+using streamkit_test::point_set;
+using streamkit_test::poisoned_result;
+using streamkit_test::upload;
+
+constexpr std::size_t hostile_k[] = {1, 16, 32};
+
+point_set as_point_set(hostile::point_list const& p)
+{
+  point_set out;
+  out.lat = p.lat;
+  out.lon = p.lon;
+  return out;
+}
+
+/// One blocking search through `e` (brute force, tree or front end) into a fresh poisoned table, and
+/// the engine that answered it (for the front end: what its engine_for() says, public API).
+template <class Index, class T>
+std::pair<host_result<Index, T>, search_engine> search_reporting(engine e, streamkit::points_ref<T> observations,
+                                                                 streamkit::points_ref<T> references, std::size_t k,
+                                                                 streamkit::nearest_options const& options, streamkit::stream const& s)
+{
+  poisoned_result<Index, T> out(observations.count, k, k, s);
+  search_engine used = search_engine::brute_force;
+  switch (e) {
+    case engine::brute_force: {
+      streamkit::brute_force_index<T> index(references, options, s);
+      index.query(observations, out.ref(), s);
+      break;
+    }
+    case engine::tree: {
+      streamkit::tree_index<T> index(references, options, s);
+      index.query(observations, out.ref(), s);
+      used = search_engine::tree;
+      break;
+    }
+    case engine::front_end: {
+      streamkit::nearest_index<T> index(references, options, s);
+      used = index.engine_for(observations.count, k);
+      index.query(observations, out.ref(), s);
+      break;
+    }
+    case engine::one_shot: ADD_FAILURE() << "not used here"; break;
+  }
+  return {fetch(out, s), used};
+}
+
+/// The first `rows` rows of a result of row stride `stride`.
+template <class Index, class T>
+host_result<Index, T> first_rows(host_result<Index, T> const& all, std::size_t rows, std::size_t stride)
+{
+  auto const end = static_cast<std::ptrdiff_t>(std::min(rows * stride, all.index.size()));
+  return {std::vector<Index>(all.index.begin(), all.index.begin() + end), std::vector<T>(all.distance.begin(), all.distance.begin() + end)};
+}
+
+/// Every row keeps identical references in index order (hostile::first_tie_order_problem).
+template <class Index, class T>
+void expect_identical_references_in_index_order(hostile::identical_groups const& groups, host_result<Index, T> const& got, std::size_t k)
+{
+  std::size_t const rows = got.index.size() / k;
+  std::size_t wrong = 0;
+  std::string lines;
+  for (std::size_t i = 0; i < rows; ++i) {
+    Index const* const row = got.index.data() + i * k;
+    long const slot = hostile::first_tie_order_problem(groups, row, k);
+    if (slot >= 0 && wrong++ < 5) {
+      auto const g = static_cast<std::size_t>(row[slot]);
+      lines += "\n  row " + std::to_string(i) + " slot " + std::to_string(slot) + " holds reference " + std::to_string(g) +
+               " but not, before it, reference " + std::to_string(groups.previous[g]) + " at the identical point";
+    }
+  }
+  EXPECT_EQ(wrong, 0U) << "rows breaking the tie order of identical references (ties go to the smallest index), of " << rows
+                       << " (k = " << k << "):" << lines;
+}
+
+/// Every engine (brute force, tree, front end), k in {1, 16, 32}, fast and exact, on one class's N
+/// observations and M references uploaded as T in degrees: the first `checked` rows of each result
+/// against the CPU reference and the tie order of identical references.
+template <class T, class Index>
+void check_class(hostile::input_class const& c, std::size_t n, std::size_t m, std::size_t checked, std::uint64_t seed)
+{
+  hostile::problem const p = hostile::generate(c, n, m, seed);
+  streamkit::stream const s(0);
+  auto const obs = upload<T>(as_point_set(p.observations), angle_unit::degrees, false, s);
+  auto const refs = upload<T>(as_point_set(p.references), angle_unit::degrees, false, s);
+  checked = std::min(checked, n);
+  auto const [checked_view, checked_seen] = obs.prefix(checked);
+  (void)checked_view;
+  knn_answer const expected = brute_force_knn(checked_seen, refs.seen, streamkit::max_neighbors);
+  auto const groups = hostile::find_identical(hostile::as<T>(p.references.lat), hostile::as<T>(p.references.lon));
+  std::printf("%s: N = %zu, M = %zu (%zu distinct references as %s, largest group %zu), rows checked %zu\n", c.name, n, m, groups.distinct,
+              sizeof(T) == 4 ? "float" : "double", groups.largest, checked);
+  for (std::size_t const k : hostile_k) {
+    for (engine const e : {engine::brute_force, engine::tree, engine::front_end}) {
+      for (nn_precision const precision : {nn_precision::exact, nn_precision::fast}) {
+        auto const options = options_with(precision);
+        auto const [got, used] = search_reporting<Index>(e, obs.points, refs.points, k, options, s);
+        SCOPED_TRACE(std::string(c.name) + ", " + name_of(e) + " (answered by " + name_of(used) + "), " +
+                     (precision == nn_precision::exact ? "exact" : "fast") + ", k = " + std::to_string(k) + ", " +
+                     (sizeof(T) == 4 ? "float" : "double"));
+        auto const part = first_rows(got, checked, k);
+        check(part, expected, checked_seen, refs.seen, k, k, used, options);
+        expect_identical_references_in_index_order(groups, got, k);  // every row, not only the checked ones
+      }
+    }
+  }
+}
+
+std::string test_name_of(std::string name)
+{
+  for (char& ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) { ch = '_'; }
+  }
+  return name;
+}
+
+std::vector<std::string> every_class_name()
+{
+  std::vector<std::string> names;
+  for (auto const& c : hostile::input_classes()) { names.emplace_back(c.name); }
+  return names;
+}
+
+class HostileExactness : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { STREAMKIT_REQUIRE_GPU(); }
+  std::uint64_t seed_ = streamkit_test::fresh_seed();
+};
+
+// N = 8192 observations (at M = 4000 the front end picks the tree for k = 16 and 32 from N = 8000 on,
+// the brute force below), the first 2000 rows checked against the CPU reference, the tie order on all.
+TEST_P(HostileExactness, FloatDegreesEveryEngineK1_16_32)
+{
+  check_class<float, std::int32_t>(hostile::find_class(GetParam()), 8192, 4000, 2000, seed_);
+}
+
+TEST_P(HostileExactness, DoubleDegreesEveryEngineK1_16_32)
+{
+  check_class<double, std::int64_t>(hostile::find_class(GetParam()), 8192, 4000, 2000, seed_);
+}
+
+INSTANTIATE_TEST_SUITE_P(HostileInputs, HostileExactness, ::testing::ValuesIn(every_class_name()),
+                         [](::testing::TestParamInfo<std::string> const& info) { return test_name_of(info.param); });
+
+class HostileDeepTree : public ::testing::Test {
+ protected:
+  void SetUp() override { STREAMKIT_REQUIRE_GPU(); }
+  std::uint64_t seed_ = streamkit_test::fresh_seed();
+};
+
+TEST_F(HostileDeepTree, LargeReferenceSetsOfTheWorstClasses)
+{
+  // M = 2^16 references (a tree of 4096 leaves of 16 under 12 levels of boxes) and N = 2^14
+  // observations (the front end's cost model picks the tree there for every k and precision today);
+  // the first 1500 rows of each result are checked against the CPU reference, the tie order on every row.
+  for (char const* name : {"refs_one_point_p0.5", "depots", "pole_circle_1e-7rad", "cell_3m", "null_island_10pct"}) {
+    SCOPED_TRACE(name);
+    check_class<float, std::int32_t>(hostile::find_class(name), std::size_t{1} << 14, std::size_t{1} << 16, 1500, seed_);
+  }
+}
+
+// ---- host-side checks of the generators: they run without a GPU ----------------------------------
+
+/// How many points share each distinct (lat, lon) value.
+template <class T>
+std::map<std::pair<T, T>, std::size_t> multiplicities(std::vector<T> const& lat, std::vector<T> const& lon)
+{
+  std::map<std::pair<T, T>, std::size_t> count;
+  for (std::size_t j = 0; j < lat.size(); ++j) { ++count[{lat[j], lon[j]}]; }
+  return count;
+}
+
+std::size_t count_at(hostile::point_list const& p, double lat, double lon)
+{
+  std::size_t at = 0;
+  for (std::size_t j = 0; j < p.size(); ++j) { at += p.lat[j] == lat && p.lon[j] == lon ? 1 : 0; }
+  return at;
+}
+
+double radians(double degrees) { return degrees * hostile::pi / 180.0; }
+
+TEST(HostileInputsHost, ClassListHoldsTheIssueClassesAndUnknownNamesThrow)
+{
+  auto const& classes = hostile::input_classes();
+  ASSERT_FALSE(classes.empty());
+  EXPECT_STREQ(classes.front().name, "uniform") << "the baseline comes first";
+  std::set<std::string> names;
+  for (auto const& c : classes) {
+    EXPECT_TRUE(names.insert(c.name).second) << "duplicate class name " << c.name;
+    EXPECT_GT(std::string(c.description).size(), 10U) << c.name;
+  }
+  for (char const* wanted : {"uniform", "refs_one_point", "refs_one_point_p0.01", "refs_one_point_p0.1", "refs_one_point_p0.5",
+                             "refs_one_point_p0.9", "depots", "groups_2_to_64", "pole_circle_1e-7rad", "pole_circle_5e-8rad",
+                             "poles_exact", "cell_3m", "cell_3m_distinct", "cell_1cm_distinct", "one_meridian", "antimeridian",
+                             "antipodal_pairs", "obs_all_identical", "grid_1deg", "grid_0.01deg_region", "null_island_10pct"}) {
+    EXPECT_EQ(names.count(wanted), 1U) << wanted;
+  }
+  STREAMKIT_EXPECT_THROW_WITH((void)hostile::find_class("no_such_class"), std::invalid_argument, "no_such_class");
+}
+
+TEST(HostileInputsHost, EveryClassHasItsSizesValidPointsAndIsDeterministic)
+{
+  for (auto const& c : hostile::input_classes()) {
+    SCOPED_TRACE(c.name);
+    for (auto const& [n, m] : {std::pair<std::size_t, std::size_t>{0, 1}, {1, 1}, {7, 5}, {1000, 3000}}) {
+      hostile::problem const p = hostile::generate(c, n, m, 42);
+      ASSERT_EQ(p.observations.size(), n);
+      ASSERT_EQ(p.observations.lon.size(), n);
+      ASSERT_EQ(p.references.size(), m);
+      ASSERT_EQ(p.references.lon.size(), m);
+      for (auto const* points : {&p.observations, &p.references}) {
+        for (std::size_t j = 0; j < points->size(); ++j) {
+          ASSERT_TRUE(std::isfinite(points->lat[j]) && std::abs(points->lat[j]) <= 90.0) << j << ": latitude " << points->lat[j];
+          ASSERT_TRUE(std::isfinite(points->lon[j]) && std::abs(points->lon[j]) <= 180.0) << j << ": longitude " << points->lon[j];
+        }
+      }
+      hostile::problem const again = hostile::generate(c.name, n, m, 42);
+      EXPECT_TRUE(again.observations.lat == p.observations.lat && again.observations.lon == p.observations.lon &&
+                  again.references.lat == p.references.lat && again.references.lon == p.references.lon)
+        << "not deterministic";
+      if (n == 1000) {
+        hostile::problem const other = hostile::generate(c, n, m, 43);
+        EXPECT_FALSE(other.references.lat == p.references.lat && other.references.lon == p.references.lon &&
+                     other.observations.lat == p.observations.lat && other.observations.lon == p.observations.lon)
+          << "another seed gave the same points";
+      }
+    }
+  }
+}
+
+TEST(HostileInputsHost, ReferencesAtOnePointComeInTheStatedShares)
+{
+  constexpr std::size_t m = 10000;
+  {
+    auto const p = hostile::generate("refs_one_point", 100, m, 1);
+    auto const g = hostile::find_identical(p.references.lat, p.references.lon);
+    EXPECT_EQ(g.distinct, 1U);
+    EXPECT_EQ(g.largest, m);
+  }
+  for (auto const& [name, share] : {std::pair<char const*, double>{"refs_one_point_p0.01", 0.01}, {"refs_one_point_p0.1", 0.1},
+                                    {"refs_one_point_p0.5", 0.5}, {"refs_one_point_p0.9", 0.9}}) {
+    SCOPED_TRACE(name);
+    auto const p = hostile::generate(name, 100, m, 1);
+    auto const g = hostile::find_identical(p.references.lat, p.references.lon);
+    auto const want = static_cast<std::size_t>(std::llround(share * m));
+    EXPECT_EQ(g.largest, want);
+    EXPECT_EQ(g.in_groups, want) << "the rest is uniform: no other identical points";
+    EXPECT_EQ(g.distinct, m - want + 1);
+    // Spread over the indices, not a block at the start: about half of them in the first half.
+    auto const count = multiplicities(p.references.lat, p.references.lon);
+    auto const shared =
+      std::max_element(count.begin(), count.end(), [](auto const& x, auto const& y) { return x.second < y.second; })->first;
+    std::size_t first_half = 0;
+    for (std::size_t j = 0; j < m / 2; ++j) {
+      first_half += p.references.lat[j] == shared.first && p.references.lon[j] == shared.second ? 1 : 0;
+    }
+    EXPECT_NEAR(static_cast<double>(first_half), want / 2.0, want / 10.0 + 20.0)
+      << "the shared point's references are not spread over the indices";
+  }
+  auto const island = hostile::generate("null_island_10pct", 20000, m, 1);
+  EXPECT_EQ(count_at(island.references, 0.0, 0.0), m / 10);
+  EXPECT_EQ(count_at(island.observations, 0.0, 0.0), 2000U);
+}
+
+TEST(HostileInputsHost, DepotsAndGroupsOfIdenticalPoints)
+{
+  {
+    constexpr std::size_t m = std::size_t{1} << 20;
+    auto const p = hostile::generate("depots", 10, m, 7);
+    auto const count = multiplicities(p.references.lat, p.references.lon);
+    std::size_t depots = 0, in_depots = 0, smallest = m, largest = 0;
+    for (auto const& [point, how_many] : count) {
+      if (how_many < 2) { continue; }
+      ++depots;
+      in_depots += how_many;
+      smallest = std::min(smallest, how_many);
+      largest = std::max(largest, how_many);
+    }
+    EXPECT_EQ(depots, 2000U);
+    EXPECT_EQ(in_depots, static_cast<std::size_t>(std::llround(m / 3.0))) << "a third of the references";
+    EXPECT_GE(smallest, 174U);
+    EXPECT_LE(largest, 175U);
+  }
+  {
+    auto const p = hostile::generate("depots", 10, 4000, 7);
+    auto const g = hostile::find_identical(p.references.lat, p.references.lon);
+    EXPECT_EQ(hostile::depot_count(4000), 8U) << "small M: fewer depots of ~170";
+    EXPECT_EQ(g.in_groups, 1333U);
+    EXPECT_GE(g.largest, 166U);
+  }
+  for (std::size_t const m : {std::size_t{10000}, std::size_t{4000}, std::size_t{65}, std::size_t{3}}) {
+    auto const p = hostile::generate("groups_2_to_64", 10, m, 7);
+    auto const count = multiplicities(p.references.lat, p.references.lon);
+    std::set<std::size_t> sizes;
+    for (auto const& [point, how_many] : count) {
+      EXPECT_GE(how_many, 2U) << "M = " << m;
+      EXPECT_LE(how_many, 64U) << "M = " << m;
+      sizes.insert(how_many);
+    }
+    if (m == 10000) { EXPECT_GT(sizes.size(), 40U) << "group sizes spread over 2..64"; }
+    auto const g = hostile::find_identical(p.references.lat, p.references.lon);
+    EXPECT_EQ(g.in_groups, m);
+    std::size_t next_to_its_group = 0;  // the groups are spread over the indices
+    for (std::size_t j = 1; j < m; ++j) { next_to_its_group += g.previous[j] == static_cast<std::int64_t>(j - 1) ? 1 : 0; }
+    if (m >= 4000) { EXPECT_LT(next_to_its_group, m / 10); }
+  }
+}
+
+TEST(HostileInputsHost, PoleCirclesCollapseInFloat32AndPolesAreExact)
+{
+  constexpr std::size_t m = 10000;
+  {
+    // 1e-7 rad round the north pole: distinct in float64; in float32 degrees one latitude, 2^-17 degree
+    // (1.33e-7 rad) below 90, every point within 2.7e-7 rad of every other.
+    auto const p = hostile::generate("pole_circle_1e-7rad", 10, m, 3);
+    float const one_latitude = std::nextafter(90.0F, 0.0F);
+    ASSERT_EQ(90.0 - static_cast<double>(one_latitude), 0x1.0p-17);
+    std::set<double> longitudes;
+    for (std::size_t j = 0; j < m; ++j) {
+      EXPECT_NEAR(radians(90.0 - p.references.lat[j]), hostile::pole_circle_radius, 1e-15);
+      EXPECT_EQ(static_cast<float>(p.references.lat[j]), one_latitude) << j;
+      longitudes.insert(p.references.lon[j]);
+    }
+    EXPECT_EQ(longitudes.size(), m) << "distinct longitudes";
+    auto const lat32 = hostile::as<float>(p.references.lat);
+    auto const lon32 = hostile::as<float>(p.references.lon);
+    double widest = 0.0;
+    for (std::size_t j = 1; j < m; j += 7) {
+      widest = std::max(widest, streamkit::haversine(radians(lat32[0]), radians(lon32[0]), radians(lat32[j]), radians(lon32[j])));
+    }
+    EXPECT_LE(widest, 2 * 1.34e-7);
+    EXPECT_GT(hostile::find_identical(lat32, lon32).distinct, m * 99 / 100) << "float32 keeps the longitudes apart";
+  }
+  {
+    // 5e-8 rad round the south pole: distinct latitudes' point in float64, exactly -90 in float32.
+    auto const p = hostile::generate("pole_circle_5e-8rad", 10, m, 3);
+    for (std::size_t j = 0; j < m; ++j) {
+      EXPECT_NEAR(radians(p.references.lat[j] + 90.0), hostile::pole_collapse_radius, 1e-15);
+      EXPECT_NE(p.references.lat[j], -90.0);
+      EXPECT_EQ(static_cast<float>(p.references.lat[j]), -90.0F) << "float32 must collapse reference " << j << " onto the pole";
+    }
+  }
+  {
+    auto const p = hostile::generate("poles_exact", 10, m, 3);
+    std::size_t north = 0;
+    for (std::size_t j = 0; j < m; ++j) {
+      EXPECT_EQ(std::abs(p.references.lat[j]), 90.0);
+      north += p.references.lat[j] > 0 ? 1 : 0;
+    }
+    EXPECT_GT(north, m / 3);
+    EXPECT_LT(north, 2 * m / 3);
+  }
+}
+
+TEST(HostileInputsHost, TinyDiscsStayInsideTheirRadius)
+{
+  constexpr std::size_t m = std::size_t{1} << 16;
+  struct disc {
+    char const* name;
+    double lat, lon, radius_m;
+    double float32_distinct_at_least, float32_distinct_at_most;  // shares of M
+  };
+  for (auto const& d : {disc{"cell_3m", 48.8566, 2.3522, 3.0, 0.0, 0.2}, disc{"cell_3m_distinct", 1e-4, 2e-4, 3.0, 0.99, 1.0},
+                        disc{"cell_1cm_distinct", 1e-5, 2e-5, 0.01, 0.95, 1.0}}) {
+    SCOPED_TRACE(d.name);
+    auto const p = hostile::generate(d.name, 10, m, 5);
+    double farthest = 0.0;
+    for (std::size_t j = 0; j < m; ++j) {
+      farthest = std::max(farthest, streamkit::haversine(radians(d.lat), radians(d.lon), radians(p.references.lat[j]),
+                                                         radians(p.references.lon[j])) *
+                                      hostile::earth_radius_m);
+    }
+    EXPECT_LE(farthest, d.radius_m * (1 + 1e-6));
+    EXPECT_GT(farthest, d.radius_m * 0.9);
+    EXPECT_EQ(hostile::find_identical(p.references.lat, p.references.lon).distinct, m) << "distinct in float64";
+    auto const g32 = hostile::find_identical(hostile::as<float>(p.references.lat), hostile::as<float>(p.references.lon));
+    std::printf("%s: %zu distinct of %zu in float32, largest group %zu\n", d.name, g32.distinct, m, g32.largest);
+    EXPECT_GE(static_cast<double>(g32.distinct), d.float32_distinct_at_least * m);
+    EXPECT_LE(static_cast<double>(g32.distinct), d.float32_distinct_at_most * m);
+  }
+}
+
+TEST(HostileInputsHost, MeridiansAntipodesAndIdenticalObservations)
+{
+  constexpr std::size_t n = 3000, m = 5001;
+  {
+    auto const p = hostile::generate("one_meridian", n, m, 9);
+    for (auto const* points : {&p.observations, &p.references}) {
+      for (std::size_t j = 0; j < points->size(); ++j) { ASSERT_EQ(points->lon[j], 0.0) << j; }
+    }
+  }
+  {
+    auto const p = hostile::generate("antimeridian", n, m, 9);
+    std::size_t east = 0;
+    for (auto const* points : {&p.observations, &p.references}) {
+      for (std::size_t j = 0; j < points->size(); ++j) {
+        ASSERT_EQ(std::abs(points->lon[j]), 180.0) << j;
+        east += points->lon[j] > 0 ? 1 : 0;
+      }
+    }
+    EXPECT_GT(east, (n + m) / 3);
+    EXPECT_LT(east, 2 * (n + m) / 3);
+  }
+  {
+    auto const p = hostile::generate("antipodal_pairs", n, m, 9);
+    auto const unit = [&](std::size_t j, double v[3]) {
+      double const la = radians(p.references.lat[j]), lo = radians(p.references.lon[j]);
+      v[0] = std::cos(la) * std::cos(lo);
+      v[1] = std::cos(la) * std::sin(lo);
+      v[2] = std::sin(la);
+    };
+    for (std::size_t j = 0; j + 1 < m; j += 2) {
+      double a[3], b[3];
+      unit(j, a);
+      unit(j + 1, b);
+      ASSERT_NEAR(a[0] + b[0], 0.0, 1e-12) << j;
+      ASSERT_NEAR(a[1] + b[1], 0.0, 1e-12) << j;
+      ASSERT_NEAR(a[2] + b[2], 0.0, 1e-12) << j;
+    }
+  }
+  {
+    auto const p = hostile::generate("obs_all_identical", n, m, 9);
+    EXPECT_EQ(hostile::find_identical(p.observations.lat, p.observations.lon).largest, n);
+    EXPECT_EQ(hostile::find_identical(p.references.lat, p.references.lon).distinct, m);
+  }
+}
+
+TEST(HostileInputsHost, GridsRoundToTheirStepAndRepeatPoints)
+{
+  {
+    constexpr std::size_t m = std::size_t{1} << 20;
+    auto const p = hostile::generate("grid_1deg", 10, m, 11);
+    for (std::size_t j = 0; j < m; ++j) {
+      ASSERT_EQ(p.references.lat[j], std::round(p.references.lat[j])) << j;
+      ASSERT_EQ(p.references.lon[j], std::round(p.references.lon[j])) << j;
+    }
+    auto const g = hostile::find_identical(p.references.lat, p.references.lon);
+    EXPECT_LE(g.distinct, std::size_t{181} * 361);
+    EXPECT_GT(g.in_groups, m * 9 / 10) << "most grid points are shared";
+  }
+  {
+    constexpr std::size_t n = 4000, m = std::size_t{1} << 18;
+    auto const p = hostile::generate("grid_0.01deg_region", n, m, 11);
+    for (std::size_t j = 0; j < m; ++j) {
+      ASSERT_NEAR(p.references.lat[j] * 100.0, std::round(p.references.lat[j] * 100.0), 1e-9) << j;
+      ASSERT_NEAR(p.references.lon[j] * 100.0, std::round(p.references.lon[j] * 100.0), 1e-9) << j;
+      ASSERT_TRUE(p.references.lat[j] >= 40.0 && p.references.lat[j] <= 41.0 && p.references.lon[j] >= -74.0 &&
+                  p.references.lon[j] <= -73.0)
+        << j;
+    }
+    auto const g = hostile::find_identical(hostile::as<float>(p.references.lat), hostile::as<float>(p.references.lon));
+    EXPECT_LE(g.distinct, std::size_t{101} * 101) << "one float32 value per grid point";
+    EXPECT_GT(g.distinct, std::size_t{100} * 100);
+    std::size_t in_region = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      in_region += p.observations.lat[i] >= 40.0 && p.observations.lat[i] <= 41.0 && p.observations.lon[i] >= -74.0 &&
+                           p.observations.lon[i] <= -73.0
+                     ? 1
+                     : 0;
+    }
+    EXPECT_GE(in_region, n / 2);
+    EXPECT_LT(in_region, n / 2 + n / 50);
+  }
+}
+
+TEST(HostileInputsHost, TieOrderCheckerOnAHandMadeCase)
+{
+  // References 0, 2 and 5 identical; 1 and 4 identical; 3 alone.
+  std::vector<float> const lat{1, 7, 1, 3, 7, 1};
+  std::vector<float> const lon{2, 8, 2, 4, 8, 2};
+  auto const g = hostile::find_identical(lat, lon);
+  EXPECT_EQ(g.distinct, 3U);
+  EXPECT_EQ(g.largest, 3U);
+  EXPECT_EQ(g.in_groups, 5U);
+  EXPECT_EQ(g.previous, (std::vector<std::int64_t>{-1, -1, 0, -1, 1, 2}));
+  auto const problem = [&](std::vector<int> const& row) { return hostile::first_tie_order_problem(g, row.data(), row.size()); };
+  EXPECT_EQ(problem({0, 2, 5, 1, 4, 3}), -1);
+  EXPECT_EQ(problem({3, 1, 0, 4, 2}), -1) << "groups interleaved, each in index order";
+  EXPECT_EQ(problem({0, 1}), -1) << "a group cut by k keeps its smallest indices";
+  EXPECT_EQ(problem({2, 0}), 0) << "2 before 0";
+  EXPECT_EQ(problem({0, 5, 2}), 1) << "5 without 2 before it";
+  EXPECT_EQ(problem({4}), 0) << "4 without 1";
+  EXPECT_EQ(problem({-1, 0, 99}), -1) << "indices outside the set are another check's business";
+  std::vector<float> const none;
+  EXPECT_EQ(hostile::find_identical(none, none).largest, 0U);
+}
+
+}  // namespace
