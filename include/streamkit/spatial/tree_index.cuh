@@ -3,28 +3,33 @@
 /// The spatial-index engine of the nearest-neighbour search: an exact k-nearest search that visits
 /// only the parts of the reference set that can hold an answer, rebuilt cheaply every time step.
 ///
-/// Build (all on the stream, nothing waits): each reference's float64 unit vector gets a 63-bit Morton
-/// key (21 bits per axis of [−1, 1]^3, about 6 m on Earth); a radix sort orders the references by key
-/// (stable, so equal keys keep index order); consecutive runs of 16 sorted references form the leaves,
-/// each with its bounding box in float rounded outward; an implicit binary tree of boxes (heap order,
-/// the leaf count rounded up to a power of two) sits above them. No pointers, no per-node allocation:
-/// update() for a set no larger than before rebuilds in place.
+/// Build (all on the stream, nothing waits): each reference's float64 unit vector gets a 93-bit Morton
+/// key (31 bits per axis of [−1, 1]^3, about 3 mm on Earth; the first 21 bits per axis in one word);
+/// a radix sort orders the references by key (stable, so equal keys keep index order). References
+/// with the same float64 unit vector (exact duplicates, and those the caller's float32 rounding made
+/// identical; a pole is one point whatever its longitude) become one entry, a group that carries its
+/// run of indices. Consecutive runs of 16 entries form the leaves, each with its bounding box in float
+/// rounded outward and in float64; an implicit binary tree of boxes (heap order, the leaf count
+/// rounded up to a power of two) sits above them. No pointers, no per-node allocation: update() for a
+/// set no larger than before rebuilds in place.
 ///
 /// Query: observations are ordered by a 30-bit Morton key (from 64 of them on), so that the 32
-/// threads of a warp hold neighbouring observations. Each thread first scans the 32 references around
-/// its own key in the sorted reference order (a binary search over the kept keys), which gives it a
-/// tight bound; then a warp walks the tree together, depth first, entering a box when any of its
-/// threads may still find a point there, and each thread scans the leaves entered with its own list
-/// of k candidates in registers. A float32 filter, whose bound
-/// covers float32 rounding, decides which points are ranked in float64 (squared chords between float64
-/// unit vectors, as the brute force's exact mode), with ties to the smallest reference index: the
-/// answer is the float64 brute force's for every k in both precision modes. Reported distances are
-/// float64 haversines of the returned pairs.
+/// threads of a warp hold neighbouring observations. Each thread first scans the 32 entries around
+/// its own key in the sorted order (a binary search over the kept keys), which gives it a tight
+/// bound; then a warp walks the tree together, depth first, entering a box when any of its threads
+/// may still find a point there, and each thread scans the leaves entered with its own list of k
+/// candidates in registers. A float32 filter, whose bound covers float32 rounding, decides which
+/// entries are ranked in float64 (squared chords between float64 unit vectors, as the brute force's
+/// exact mode), with ties to the smallest reference index: the answer is the float64 brute force's
+/// for every k in both precision modes. A group is ranked once and offered with its k smallest
+/// indices; a box narrower than ~6e-5 rad (the float filter cannot tell its points apart) is also
+/// tested in float64, so a pile of identical points, or millions within a metre, cost a query about
+/// what a uniform set does. Reported distances are float64 haversines of the returned pairs.
 ///
-/// Cost: about 68 bytes per reference for the tree (sorted float and float64 vectors, float64
-/// coordinates, boxes) and 24 more of build scratch kept for the next update() (queries read its
-/// sorted keys); 16 bytes per observation of query scratch. Many references at one spot (exact duplicates, or thousands within a
-/// few metres) make every box around them reachable, and a query there scans them all.
+/// Cost: about 110 bytes per reference for the tree (sorted float and float64 vectors, float64
+/// coordinates, float and float64 boxes, keys and runs of the groups) and 48 more of build scratch
+/// kept for the next update() (queries read its sorted indices); 16 bytes per observation of query
+/// scratch.
 ///
 /// Invalid points, reject/mark, blocking and `_async` forms, streams and memory resources: as
 /// brute_force_index (brute_force_index.cuh).
@@ -62,7 +67,7 @@ class tree_index {
         count_(std::exchange(other.count_, 0)),
         leaves_(std::exchange(other.leaves_, 0)),
         device_(std::exchange(other.device_, -1)),
-        sorted_keys_(std::exchange(other.sorted_keys_, nullptr)),
+        member_ids_(std::exchange(other.member_ids_, nullptr)),
         tree_(std::move(other.tree_)),
         build_scratch_(std::move(other.build_scratch_)),
         invalid_counts_(std::move(other.invalid_counts_)),
@@ -78,7 +83,7 @@ class tree_index {
       count_ = std::exchange(other.count_, 0);
       leaves_ = std::exchange(other.leaves_, 0);
       device_ = std::exchange(other.device_, -1);
-      sorted_keys_ = std::exchange(other.sorted_keys_, nullptr);
+      member_ids_ = std::exchange(other.member_ids_, nullptr);
       tree_ = std::move(other.tree_);
       build_scratch_ = std::move(other.build_scratch_);
       invalid_counts_ = std::move(other.invalid_counts_);
@@ -137,7 +142,7 @@ class tree_index {
   std::size_t count_ = 0;
   std::size_t leaves_ = 0;  // a power of two
   int device_ = -1;
-  std::uint64_t const* sorted_keys_ = nullptr;  // the references' Morton keys in sorted order, in build_scratch_
+  std::uint32_t const* member_ids_ = nullptr;  // reference indices in sorted order (groups' members), in build_scratch_
   device_buffer<std::byte> tree_;           // sorted points, nodes, coordinates
   device_buffer<std::byte> build_scratch_;  // keys, ids, arrival counters, sort temporaries
   device_buffer<unsigned long long> invalid_counts_;  // invalid references (build), observations (blocking query)

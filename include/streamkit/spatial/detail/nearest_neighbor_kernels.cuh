@@ -65,6 +65,9 @@ __device__ inline bool load_point(points_ref<T> const& source, std::size_t i, do
 }
 
 /// Unit vector of a point in V, computed in double; NaN for an invalid point (never wins a minimum).
+/// A pole (latitude ±π/2 after load_point's clamp) is (0, 0, ±1) whatever its longitude: cos(π/2 in
+/// double) is 6e-17, not 0, which would make every longitude a different point 1e-16 from the others
+/// and defeat the grouping of identical references (tree_index).
 template <class V>
 __device__ inline vec4<V> unit_vector(double lat, double lon, bool valid)
 {
@@ -75,6 +78,7 @@ __device__ inline vec4<V> unit_vector(double lat, double lon, bool valid)
   double sin_lat, cos_lat, sin_lon, cos_lon;
   sincos(lat, &sin_lat, &cos_lat);
   sincos(lon, &sin_lon, &cos_lon);
+  if (fabs(lat) == pi / 2) { cos_lat = 0.0; }
   return {static_cast<V>(cos_lat * cos_lon), static_cast<V>(cos_lat * sin_lon), static_cast<V>(sin_lat), V(0)};
 }
 

@@ -1,12 +1,14 @@
 #pragma once
-// Kernels of tree_index (see tree_index.cuh): Morton keys, leaves of consecutive sorted references
-// with their bounding boxes, the implicit binary tree of boxes above them, and the k-nearest search
-// that walks it.
+// Kernels of tree_index (see tree_index.cuh): 93-bit Morton keys, the grouping of identical references
+// into one entry each, leaves of consecutive entries with their bounding boxes (float, and float64 for
+// boxes too small for a float test to tell apart), the implicit binary tree of boxes above them, and
+// the k-nearest search that walks it.
 
 #include <streamkit/spatial/detail/knn_list.cuh>
 #include <streamkit/spatial/detail/nearest_neighbor_kernels.cuh>
 
 #include <cuda/std/limits>
+#include <cuda/std/tuple>
 
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +31,31 @@ struct alignas(16) tree_node {
   float4 high;  // x, y, z, unused
 };
 
+/// The same box in float64, exact (minima and maxima of the float64 vectors): the search tests it
+/// when the float test cannot decide (box_wanted).
+struct alignas(32) tree_precise_node {
+  vec4<double> low;
+  vec4<double> high;
+};
+
+/// A reference's sort key: 31 bits per axis of its unit vector, interleaved (Morton order), the top
+/// 21 bits of each axis in `high` (bit 63 set only for an invalid reference, which sorts last), the
+/// next 10 in `low`. 21 bits alone put every reference within 6 m of another in one cell, in index
+/// order, and the leaves over such a cell would each span all of it.
+struct tree_key {
+  std::uint64_t high;
+  std::uint32_t low;
+};
+/// Tells CUB's radix sort the key's bits, most significant first.
+struct tree_key_bits {
+  __host__ __device__ cuda::std::tuple<std::uint64_t&, std::uint32_t&> operator()(tree_key& key) const
+  {
+    return {key.high, key.low};
+  }
+};
+/// Bits of a tree_key (the sort's end bit).
+inline constexpr int tree_key_width = 96;
+
 /// Spreads the low 21 bits of v to every third bit.
 __host__ __device__ constexpr std::uint64_t spread_bits_3d(std::uint64_t v)
 {
@@ -41,22 +68,40 @@ __host__ __device__ constexpr std::uint64_t spread_bits_3d(std::uint64_t v)
   return v;
 }
 
+/// Cell of coordinate x ∈ [−1, 1] on a grid of 2^bits cells.
+template <int bits>
+__device__ inline std::uint64_t morton_cell(double x)
+{
+  constexpr double cells = static_cast<double>(1ull << bits);
+  double const c = floor((x + 1.0) * 0.5 * cells);
+  return static_cast<std::uint64_t>(fmin(fmax(c, 0.0), cells - 1.0));
+}
+
+/// Interleaves three cells of up to 21 bits (x in the most significant place).
+__device__ inline std::uint64_t interleave(std::uint64_t x, std::uint64_t y, std::uint64_t z)
+{
+  return spread_bits_3d(x) << 2 | spread_bits_3d(y) << 1 | spread_bits_3d(z);
+}
+
 /// Morton code of a unit vector on a 2^bits grid per axis over [−1, 1]^3 (bits ≤ 21).
 template <int bits>
 __device__ inline std::uint64_t morton_code(vec4<double> const& p)
 {
-  constexpr double cells = static_cast<double>(1u << bits);
-  auto const cell = [](double x) {
-    double const c = floor((x + 1.0) * 0.5 * cells);
-    return static_cast<std::uint64_t>(fmin(fmax(c, 0.0), cells - 1.0));
-  };
-  return spread_bits_3d(cell(p.x)) << 2 | spread_bits_3d(cell(p.y)) << 1 | spread_bits_3d(cell(p.z));
+  return interleave(morton_cell<bits>(p.x), morton_cell<bits>(p.y), morton_cell<bits>(p.z));
 }
 
-/// Reads every reference, writes its float64 coordinates (NaN for an invalid point), its 63-bit
-/// Morton key (the largest key for an invalid point, which sorts it last) and its index; counts invalid ones.
+/// The tree_key of a valid unit vector.
+__device__ inline tree_key reference_key(vec4<double> const& p)
+{
+  std::uint64_t const x = morton_cell<31>(p.x), y = morton_cell<31>(p.y), z = morton_cell<31>(p.z);
+  constexpr std::uint64_t low_mask = (1u << 10) - 1;
+  return {interleave(x >> 10, y >> 10, z >> 10), static_cast<std::uint32_t>(interleave(x & low_mask, y & low_mask, z & low_mask))};
+}
+
+/// Reads every reference, writes its float64 coordinates (NaN for an invalid point), its tree_key
+/// (the largest key for an invalid point, which sorts it last) and its index; counts invalid ones.
 template <class U>
-__global__ void tree_reference_keys(points_ref<U> source, std::size_t count, lat_lon* coordinates, std::uint64_t* keys,
+__global__ void tree_reference_keys(points_ref<U> source, std::size_t count, lat_lon* coordinates, tree_key* keys,
                                     std::uint32_t* ids, unsigned long long* invalid)
 {
   unsigned long long local = 0;
@@ -66,64 +111,135 @@ __global__ void tree_reference_keys(points_ref<U> source, std::size_t count, lat
     local += valid ? 0 : 1;
     double const nan = cuda::std::numeric_limits<double>::quiet_NaN();
     coordinates[j] = valid ? lat_lon{lat, lon} : lat_lon{nan, nan};
-    keys[j] = valid ? morton_code<21>(unit_vector<double>(lat, lon, true)) : ~std::uint64_t{0};
+    keys[j] = valid ? reference_key(unit_vector<double>(lat, lon, true)) : tree_key{~std::uint64_t{0}, ~std::uint32_t{0}};
     ids[j] = static_cast<std::uint32_t>(j);
   }
   if (local > 0) { atomicAdd(invalid, local); }
 }
 
-/// A group of tree_leaf_size lanes per leaf: writes the leaf's references in sorted order as float unit vectors (the
-/// search's filter) and float64 ones whose w holds the reference index (its ranking), and the
-/// leaf's box (its node in the heap). Slots past the last reference are NaN points (never chosen) up
-/// to a whole leaf; leaves past those get empty boxes.
-static __global__ void tree_build_leaves(lat_lon const* coordinates, std::uint32_t const* sorted_ids, std::size_t count,
-                                  std::size_t leaves, float4* points, vec4<double>* precise_points, tree_node* nodes)
+/// Float64 unit vector of the reference at sorted position i (NaN when invalid).
+__device__ inline vec4<double> sorted_vector(lat_lon const* coordinates, std::uint32_t const* sorted_ids, std::size_t i)
+{
+  lat_lon const c = coordinates[sorted_ids[i]];
+  return unit_vector<double>(c.lat, c.lon, !isnan(c.lat));
+}
+
+__device__ inline bool same_vector(vec4<double> const& a, vec4<double> const& b) { return a.x == b.x && a.y == b.y && a.z == b.z; }
+
+/// Marks the sorted positions that start a group: a valid reference whose float64 unit vector differs
+/// from the one before it. Identical vectors have identical keys, so a group is a run in the sorted
+/// order, its indices ascending (the sort is stable); a vector that equal keys interleave with another
+/// forms more than one group, which costs time, never exactness.
+static __global__ void tree_mark_groups(lat_lon const* coordinates, tree_key const* sorted_keys, std::uint32_t const* sorted_ids,
+                                        std::size_t count, std::uint32_t* starts)
+{
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count; i += std::size_t{gridDim.x} * blockDim.x) {
+    vec4<double> const p = sorted_vector(coordinates, sorted_ids, i);
+    bool start = !isnan(p.x);
+    if (start && i > 0 && sorted_keys[i].high == sorted_keys[i - 1].high && sorted_keys[i].low == sorted_keys[i - 1].low) {
+      start = !same_vector(p, sorted_vector(coordinates, sorted_ids, i - 1));
+    }
+    starts[i] = start ? 1u : 0u;
+  }
+}
+
+/// Writes each group's entry at its place `group[i]` (the exclusive sum of the marks): its float64
+/// vector with w = its smallest index, its primary key, and where its run starts; the last valid
+/// position also writes the end of the last run and the number of groups.
+static __global__ void tree_write_groups(lat_lon const* coordinates, tree_key const* sorted_keys, std::uint32_t const* sorted_ids,
+                                         std::size_t count, std::uint32_t const* starts, std::uint32_t const* group,
+                                         vec4<double>* precise_points, std::uint64_t* group_keys, std::uint32_t* run_starts,
+                                         std::uint32_t* group_count)
+{
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count; i += std::size_t{gridDim.x} * blockDim.x) {
+    if (starts[i] != 0) {
+      vec4<double> p = sorted_vector(coordinates, sorted_ids, i);
+      p.w = static_cast<double>(sorted_ids[i]);
+      precise_points[group[i]] = p;
+      group_keys[group[i]] = sorted_keys[i].high;
+      run_starts[group[i]] = static_cast<std::uint32_t>(i);
+    }
+    bool const valid = sorted_keys[i].high != ~std::uint64_t{0};
+    bool const last_valid = valid && (i + 1 == count || sorted_keys[i + 1].high == ~std::uint64_t{0});
+    if (last_valid) {
+      std::uint32_t const groups = group[i] + starts[i];
+      run_starts[groups] = static_cast<std::uint32_t>(i + 1);
+      *group_count = groups;
+    }
+  }
+}
+
+/// The smallest (op = min) or largest value of `v` over the tree_leaf_size lanes of a leaf.
+template <class V, class Op>
+__device__ __forceinline__ V leaf_reduce(V v, Op op)
+{
+  for (int offset = tree_leaf_size / 2; offset > 0; offset /= 2) { v = op(v, __shfl_xor_sync(0xffffffffu, v, offset)); }
+  return v;
+}
+
+/// A group of tree_leaf_size lanes per leaf: writes the leaf's entries (groups, in sorted order) as
+/// float unit vectors (the search's filter; w holds the group's size) and the leaf's boxes (its nodes
+/// in the heap), reading the float64 vectors tree_write_groups left. Slots past the last group are NaN
+/// points (never chosen) up to a whole leaf; leaves past those get empty boxes.
+static __global__ void tree_build_leaves(std::uint32_t const* group_count, std::uint32_t const* run_starts, std::size_t slots,
+                                         std::size_t leaves, float4* points, vec4<double>* precise_points, tree_node* nodes,
+                                         tree_precise_node* precise_nodes)
 {
   std::size_t const position = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
   std::size_t const leaf = position / tree_leaf_size;
   if (leaf >= leaves) { return; }  // whole leaves (leaves × 16 threads, a multiple of 16): the shuffles stay within a leaf
-  float const infinity = cuda::std::numeric_limits<float>::infinity();
-  float3 low{infinity, infinity, infinity}, high{-infinity, -infinity, -infinity};
-  bool const used_leaf = leaf * tree_leaf_size < count;
-  if (used_leaf) {
-    bool const real = position < count;
-    std::uint32_t const j = real ? sorted_ids[position] : no_reference;
-    lat_lon const c = real ? coordinates[j] : lat_lon{cuda::std::numeric_limits<double>::quiet_NaN(), 0.0};
-    bool const valid = !isnan(c.lat);
-    vec4<double> p = unit_vector<double>(c.lat, c.lon, valid);
-    p.w = static_cast<double>(j);
-    precise_points[position] = p;
-    points[position] = {static_cast<float>(p.x), static_cast<float>(p.y), static_cast<float>(p.z), 0.f};
-    if (valid) {
-      low = {__double2float_rd(p.x), __double2float_rd(p.y), __double2float_rd(p.z)};
-      high = {__double2float_ru(p.x), __double2float_ru(p.y), __double2float_ru(p.z)};
+  double const infinity = cuda::std::numeric_limits<double>::infinity();
+  double const nan = cuda::std::numeric_limits<double>::quiet_NaN();
+  vec4<double> low{infinity, infinity, infinity, 0.0}, high{-infinity, -infinity, -infinity, 0.0};
+  std::size_t const groups = *group_count;
+  if (position < slots) {
+    bool const real = position < groups;
+    vec4<double> const p = real ? precise_points[position] : vec4<double>{nan, nan, nan, nan};
+    if (!real) { precise_points[position] = p; }
+    std::uint32_t const size = real ? run_starts[position + 1] - run_starts[position] : 0u;
+    points[position] = {static_cast<float>(p.x), static_cast<float>(p.y), static_cast<float>(p.z), __uint_as_float(size)};
+    if (real) {
+      low = p;
+      high = p;
     }
   }
-  for (int offset = tree_leaf_size / 2; offset > 0; offset /= 2) {
-    low.x = fminf(low.x, __shfl_xor_sync(0xffffffffu, low.x, offset));
-    low.y = fminf(low.y, __shfl_xor_sync(0xffffffffu, low.y, offset));
-    low.z = fminf(low.z, __shfl_xor_sync(0xffffffffu, low.z, offset));
-    high.x = fmaxf(high.x, __shfl_xor_sync(0xffffffffu, high.x, offset));
-    high.y = fmaxf(high.y, __shfl_xor_sync(0xffffffffu, high.y, offset));
-    high.z = fmaxf(high.z, __shfl_xor_sync(0xffffffffu, high.z, offset));
+  auto const min_op = [](double a, double b) { return fmin(a, b); };
+  auto const max_op = [](double a, double b) { return fmax(a, b); };
+  low = {leaf_reduce(low.x, min_op), leaf_reduce(low.y, min_op), leaf_reduce(low.z, min_op), 0.0};
+  high = {leaf_reduce(high.x, max_op), leaf_reduce(high.y, max_op), leaf_reduce(high.z, max_op), 0.0};
+  if (position % tree_leaf_size == 0) {
+    nodes[leaves + leaf] = {{__double2float_rd(low.x), __double2float_rd(low.y), __double2float_rd(low.z), 0.f},
+                            {__double2float_ru(high.x), __double2float_ru(high.y), __double2float_ru(high.z), 0.f}};
+    precise_nodes[leaves + leaf] = {low, high};
   }
-  if (position % tree_leaf_size == 0) { nodes[leaves + leaf] = {{low.x, low.y, low.z, 0.f}, {high.x, high.y, high.z, 0.f}}; }
+}
+
+/// Reads v past the L1 cache (another block may have written it since this SM last cached it).
+__device__ __forceinline__ vec4<double> load_uncached(vec4<double> const& v)
+{
+  double2 const a = __ldcg(reinterpret_cast<double2 const*>(&v.x));
+  double2 const b = __ldcg(reinterpret_cast<double2 const*>(&v.z));
+  return {a.x, a.y, b.x, b.y};
 }
 
 /// Fills the inner nodes bottom-up in one launch: a thread starts at each pair of sibling leaves and
 /// climbs; of two children's threads, the second to arrive at their parent (counted in `arrivals`,
 /// zeroed before) merges the two boxes and goes on, the first stops.
-static __global__ void tree_build_inner(tree_node* nodes, unsigned* arrivals, std::size_t leaves)
+static __global__ void tree_build_inner(tree_node* nodes, tree_precise_node* precise_nodes, unsigned* arrivals, std::size_t leaves)
 {
   std::size_t const pair = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
   if (pair >= leaves / 2) { return; }
   std::size_t node = (leaves + 2 * pair) / 2;
   while (true) {
     // The children were written by this thread or by one that published them before its arrival.
-    float4 const low_a = __ldcg(&nodes[2 * node].low), high_a = __ldcg(&nodes[2 * node].high);
-    float4 const low_b = __ldcg(&nodes[2 * node + 1].low), high_b = __ldcg(&nodes[2 * node + 1].high);
-    nodes[node] = {{fminf(low_a.x, low_b.x), fminf(low_a.y, low_b.y), fminf(low_a.z, low_b.z), 0.f},
-                   {fmaxf(high_a.x, high_b.x), fmaxf(high_a.y, high_b.y), fmaxf(high_a.z, high_b.z), 0.f}};
+    vec4<double> const low_a = load_uncached(precise_nodes[2 * node].low), high_a = load_uncached(precise_nodes[2 * node].high);
+    vec4<double> const low_b = load_uncached(precise_nodes[2 * node + 1].low);
+    vec4<double> const high_b = load_uncached(precise_nodes[2 * node + 1].high);
+    vec4<double> const low{fmin(low_a.x, low_b.x), fmin(low_a.y, low_b.y), fmin(low_a.z, low_b.z), 0.0};
+    vec4<double> const high{fmax(high_a.x, high_b.x), fmax(high_a.y, high_b.y), fmax(high_a.z, high_b.z), 0.0};
+    precise_nodes[node] = {low, high};
+    nodes[node] = {{__double2float_rd(low.x), __double2float_rd(low.y), __double2float_rd(low.z), 0.f},
+                   {__double2float_ru(high.x), __double2float_ru(high.y), __double2float_ru(high.z), 0.f}};
     if (node == 1) { return; }
     __threadfence();
     if (atomicAdd(&arrivals[node / 2], 1u) == 0) { return; }  // the sibling's thread merges later
@@ -144,6 +260,43 @@ __device__ __forceinline__ float box_distance2(float3 const& p, tree_node const&
   return __fmaf_rn(dx, dx, __fmaf_rn(dy, dy, __fmul_rn(dz, dz)));
 }
 
+/// The float bounds a search compares box and point distances with, from its list's worst entry
+/// (float64 squared chord): above `upper` (float_chord2_filter) a box or point cannot enter; below
+/// `lower` a box surely holds room for one (its float64 distance is below the worst entry), so only
+/// boxes between the two need the float64 test. Between them lie the boxes whose points the float
+/// filter cannot tell apart: piles within metres of each other, or points nearly equidistant from the
+/// observation (a great circle seen from its pole), which would otherwise all be ranked in float64.
+struct search_bounds {
+  float upper;
+  float lower;
+  __device__ explicit search_bounds(double worst) : upper(float_chord2_filter(worst))
+  {
+    constexpr double u = 0x1.0p-24;
+    double const chord = sqrt(worst) * (1.0 - 2.0 * u) - 3.5 * u;  // the mirror of float_chord2_filter()'s margins
+    lower = chord > 0.0 ? __double2float_rd(chord * chord * (1.0 - 4.0 * u)) : 0.f;
+  }
+};
+
+/// Whether a box may hold a reference that enters a list whose worst entry is `worst` (float64
+/// squared chord), for a point p (float, and float64 `precise_p`): the float test (box_distance2,
+/// written to `bound`), and for a box between bounds.lower and bounds.upper the float64 one. The
+/// float64 distance to the exact box is within 6 roundings (2^-53 each) of the true one, as is every
+/// float64 chord2 to a reference in the box, so a box whose distance exceeds `worst` by 2^-48 relative
+/// holds none at most `worst`.
+__device__ __forceinline__ bool box_wanted(float3 const& p, vec4<double> const& precise_p, tree_node const& box,
+                                           tree_precise_node const& precise_box, search_bounds const& bounds, double worst,
+                                           float& bound)
+{
+  bound = box_distance2(p, box);
+  if (!(bound <= bounds.upper)) { return false; }
+  if (bound < bounds.lower) { return true; }
+  vec4<double> const low = precise_box.low, high = precise_box.high;
+  double const dx = fmax(fmax(low.x - precise_p.x, precise_p.x - high.x), 0.0);
+  double const dy = fmax(fmax(low.y - precise_p.y, precise_p.y - high.y), 0.0);
+  double const dz = fmax(fmax(low.z - precise_p.z, precise_p.z - high.z), 0.0);
+  return fma(dx, dx, fma(dy, dy, dz * dz)) * (1.0 - 0x1.0p-48) <= worst;
+}
+
 /// 30-bit Morton keys of the observations (the largest key for an invalid one), so that a warp
 /// searches neighbouring observations and walks the same nodes.
 template <class T>
@@ -159,22 +312,26 @@ __global__ void tree_observation_keys(points_ref<T> observations, std::size_t co
 
 /// What a search needs of a built tree.
 struct tree_view {
-  float4 const* points;               // sorted, whole leaves (NaN padding)
-  vec4<double> const* precise_points;  // the same in float64; w = reference index
-  tree_node const* nodes;              // heap, 2 × leaves
-  lat_lon const* coordinates;          // by reference index
-  std::uint64_t const* keys;           // the references' Morton keys, sorted
-  std::size_t count;                   // references
-  std::size_t leaves;                  // a power of two
+  float4 const* points;                    // groups in sorted order, whole leaves (NaN padding); w: the group's size
+  vec4<double> const* precise_points;      // the same in float64; w: the group's smallest reference index
+  tree_node const* nodes;                  // heap, 2 × leaves
+  tree_precise_node const* precise_nodes;  // the same boxes in float64
+  lat_lon const* coordinates;              // by reference index
+  std::uint64_t const* keys;               // the groups' primary Morton keys, sorted; the largest key past the last group
+  std::uint32_t const* run_starts;         // group g's indices: member_ids[run_starts[g] … run_starts[g + 1])
+  std::uint32_t const* member_ids;         // reference indices in sorted order
+  std::uint32_t const* group_count;        // groups (on the device)
+  std::size_t count;                       // references: the length of `keys`
+  std::size_t leaves;                      // a power of two
 };
 
 /// The node above the two leaves around the place the point with Morton key `key` takes in the
-/// sorted references: their 32 references are near it, and scanning them first gives every thread a
-/// tight bound before the warp walks the tree (a walk led by the warp's other threads would otherwise
-/// enter boxes only this thread's loose bound reaches).
-__device__ inline std::size_t seed_node(tree_view const& tree, std::uint64_t key)
+/// sorted groups (of which there are `groups` > 0): their 32 entries are near it, and scanning them
+/// first gives every thread a tight bound before the warp walks the tree (a walk led by the warp's
+/// other threads would otherwise enter boxes only this thread's loose bound reaches).
+__device__ inline std::size_t seed_node(tree_view const& tree, std::uint64_t key, std::size_t groups)
 {
-  std::size_t low = 0, high = tree.count;
+  std::size_t low = 0, high = groups;
   while (low < high) {
     std::size_t const middle = (low + high) / 2;
     if (tree.keys[middle] < key) {
@@ -183,15 +340,18 @@ __device__ inline std::size_t seed_node(tree_view const& tree, std::uint64_t key
       high = middle;
     }
   }
-  std::size_t const leaf = min_of(low, tree.count - 1) / tree_leaf_size;
+  std::size_t const leaf = min_of(low, groups - 1) / tree_leaf_size;
   return tree.leaves == 1 ? 1 : (tree.leaves + leaf) / 2;
 }
 
-/// Offers the 32 references of leaf `leaf` to `list`: a float32 filter over batches of loads issued
-/// together, then float64 ranking of the references that pass (one copy of the list update).
+/// Offers the entries of leaf `leaf` to `list`: a float32 filter over batches of loads issued
+/// together, then float64 ranking of the entries that pass. A group of identical references is
+/// ranked once and offered with its smallest indices, in ascending order, until one is refused (the
+/// rest, at the same distance and larger indices, would be too), so a pile of identical points costs
+/// no more than k of them.
 template <int K>
 __device__ __forceinline__ void scan_leaf(tree_view const& tree, std::size_t leaf, float3 const& p, vec4<double> const& precise_p,
-                                          knn_list<K>& list, float& filter)
+                                          knn_list<K>& list, search_bounds& bounds)
 {
   constexpr int batch = 8;
   std::size_t const first = leaf * tree_leaf_size;
@@ -202,15 +362,21 @@ __device__ __forceinline__ void scan_leaf(tree_view const& tree, std::size_t lea
     unsigned passed = 0;
 #pragma unroll
     for (int s = 0; s < batch; ++s) {
-      passed |= chord2(p.x, p.y, p.z, vec4<float>{q[s].x, q[s].y, q[s].z, 0.f}) <= filter ? 1u << s : 0u;
+      passed |= chord2(p.x, p.y, p.z, vec4<float>{q[s].x, q[s].y, q[s].z, 0.f}) <= bounds.upper ? 1u << s : 0u;
     }
     while (passed != 0) {
       int const s = __ffs(static_cast<int>(passed)) - 1;
       passed &= passed - 1;
-      vec4<double> const precise_q = tree.precise_points[first + b + s];
-      if (list.offer(chord2(precise_p.x, precise_p.y, precise_p.z, precise_q), static_cast<std::uint32_t>(precise_q.w))) {
-        filter = float_chord2_filter(list.worst());
-      }
+      std::size_t const at = first + b + s;
+      vec4<double> const precise_q = tree.precise_points[at];
+      double const c = chord2(precise_p.x, precise_p.y, precise_p.z, precise_q);
+      // One call site of offer() (inlined, the list stays in registers): the group's members in turn.
+      // (the size is read again, from L1: indexing q[] by s would put q in local memory)
+      std::uint32_t const members = K == 1 ? 1u : min_of(__float_as_uint(tree.points[at].w), static_cast<std::uint32_t>(K));
+      std::uint32_t id = static_cast<std::uint32_t>(precise_q.w);
+      std::uint32_t member = 0;
+      while (list.offer(c, id) && ++member < members) { id = tree.member_ids[tree.run_starts[at] + member]; }
+      if (member > 0) { bounds = search_bounds(list.worst()); }
     }
   }
 }
@@ -251,26 +417,30 @@ __global__ void __launch_bounds__(tree_search_threads)
   vec4<double> const precise_p = unit_vector<double>(lat, lon, true);
   float3 const p{static_cast<float>(precise_p.x), static_cast<float>(precise_p.y), static_cast<float>(precise_p.z)};
   // A thread with nothing to find (past n, or invalid) never wants a box but walks with its warp.
-  float filter = valid ? float_chord2_filter(list.worst()) : -cuda::std::numeric_limits<float>::infinity();
-  auto const wanted = [&](std::size_t node) { return box_distance2(p, tree.nodes[node]) <= filter; };
+  search_bounds bounds(list.worst());
+  if (!valid) { bounds.upper = -cuda::std::numeric_limits<float>::infinity(); }
+  auto const wanted = [&](std::size_t node, float& bound) {
+    return box_wanted(p, precise_p, tree.nodes[node], tree.precise_nodes[node], bounds, list.worst(), bound);
+  };
   // The seed: the leaves under seed_node(), scanned first and skipped by the walk.
+  std::size_t const groups = *tree.group_count;
   std::size_t seed = 0;
-  if (valid) {
-    seed = seed_node(tree, morton_code<21>(precise_p));
+  if (valid && groups > 0) {
+    seed = seed_node(tree, morton_code<21>(precise_p), groups);
     std::size_t const first_leaf = tree.leaves == 1 ? 0 : 2 * seed - tree.leaves;
     for (std::size_t leaf = first_leaf; leaf < min_of(first_leaf + 2, tree.leaves); ++leaf) {
-      if (leaf * tree_leaf_size < tree.count) { scan_leaf(tree, leaf, p, precise_p, list, filter); }
+      if (leaf * tree_leaf_size < groups) { scan_leaf(tree, leaf, p, precise_p, list, bounds); }
     }
   }
 
   int depth = 0;  // the same in every thread of the warp, as is `node`
-  std::size_t node = __any_sync(all, wanted(1)) ? 1 : 0;
+  float unused_bound;
+  std::size_t node = __any_sync(all, wanted(1, unused_bound)) ? 1 : 0;
   while (node != 0) {
     if (node < tree.leaves) {
-      float const bound_left = box_distance2(p, tree.nodes[2 * node]);
-      float const bound_right = box_distance2(p, tree.nodes[2 * node + 1]);
-      bool const want_left = bound_left <= filter;
-      bool const want_right = bound_right <= filter;
+      float bound_left, bound_right;
+      bool const want_left = wanted(2 * node, bound_left);
+      bool const want_right = wanted(2 * node + 1, bound_right);
       // Non-negative floats order as their bits: the nearest interested thread's bound for each child.
       unsigned const nearest_left = warp_min(want_left ? __float_as_uint(bound_left) : ~0u);
       unsigned const nearest_right = warp_min(want_right ? __float_as_uint(bound_right) : ~0u);
@@ -285,13 +455,13 @@ __global__ void __launch_bounds__(tree_search_threads)
         continue;
       }
     } else if (valid && (tree.leaves == 1 ? node : node / 2) != seed) {
-      scan_leaf(tree, node - tree.leaves, p, precise_p, list, filter);
+      scan_leaf(tree, node - tree.leaves, p, precise_p, list, bounds);
     }
     node = 0;  // back up to the nearest pending box some thread may still want
     while (depth > 0) {
       --depth;
       std::size_t const pending = stack[depth];
-      if (__any_sync(all, wanted(pending))) {
+      if (__any_sync(all, wanted(pending, unused_bound))) {
         node = pending;
         break;
       }
