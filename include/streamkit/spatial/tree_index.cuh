@@ -3,8 +3,8 @@
 /// The spatial-index engine of the nearest-neighbour search: an exact k-nearest search that visits
 /// only the parts of the reference set that can hold an answer, rebuilt cheaply every time step.
 ///
-/// Build (all on the stream, nothing waits): each reference's float64 unit vector gets a 93-bit Morton
-/// key (31 bits per axis of [−1, 1]^3, about 3 mm on Earth; the first 21 bits per axis in one word);
+/// Build (all on the stream, nothing waits): each reference's float64 unit vector gets a 126-bit Morton
+/// key (42 bits per axis of [−1, 1]^3, about 3 µm on Earth; the first 21 bits per axis in one word);
 /// a radix sort orders the references by key (stable, so equal keys keep index order). References
 /// with the same float64 unit vector (exact duplicates, and those the caller's float32 rounding made
 /// identical; a pole is one point whatever its longitude) become one entry, a group that carries its
@@ -27,7 +27,7 @@
 /// what a uniform set does. Reported distances are float64 haversines of the returned pairs.
 ///
 /// Cost: about 110 bytes per reference for the tree (sorted float and float64 vectors, float64
-/// coordinates, float and float64 boxes, keys and runs of the groups) and 48 more of build scratch
+/// coordinates, float and float64 boxes, keys and runs of the groups) and 56 more of build scratch
 /// kept for the next update() (queries read its sorted indices); 16 bytes per observation of query
 /// scratch.
 ///
