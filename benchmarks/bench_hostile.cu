@@ -39,6 +39,7 @@
 // The front end's engine is reported as nearest_index::engine_for(n, k) after update() (public API).
 // Exits 77 without a GPU (except --list, which prints the classes).
 #include "hostile_inputs.hpp"
+#include "timed_step.hpp"
 
 #include <streamkit/core/device.hpp>
 #include <streamkit/core/error.hpp>
@@ -240,15 +241,10 @@ void step(Engine& engine, streamkit::points_ref<float> observations, streamkit::
   // Poison the outputs (outside the timed region): a row the step leaves unwritten shows.
   STREAMKIT_CUDA_TRY(cudaMemsetAsync(result.index, 0x7F, result.count * result.stride * sizeof(std::int32_t), s.value()));
   STREAMKIT_CUDA_TRY(cudaMemsetAsync(result.distance, 0x7F, result.count * result.stride * sizeof(float), s.value()));
-  start.record(s);
-  engine.update(references, s);
-  built.record(s);
-  engine.query_async(observations, result, s);
-  done.record(s);
-  done.sync();
-  build = static_cast<double>(streamkit::elapsed(start, built).count());
-  query = static_cast<double>(streamkit::elapsed(built, done).count());
-  total = static_cast<double>(streamkit::elapsed(start, done).count());
+  streamkit_bench::step_ms const ms = streamkit_bench::timed_step(engine, observations, references, result, s, start, built, done);
+  build = ms.build;
+  query = ms.query;
+  total = ms.total;
 }
 
 /// The warm-up step and up to `repeat` timed steps, stopping at the first step over `max_seconds`.

@@ -11,6 +11,8 @@
 // the references) then query, all on one stream; after two warm-up steps, R steps are timed and the
 // medians of build, query and the whole step are printed as one JSON object. The last step's indices
 // (int32, n rows × k) go to OUT.bin.
+#include "timed_step.hpp"
+
 #include <streamkit/core/event.hpp>
 #include <streamkit/core/stream.hpp>
 #include <streamkit/memory/device_buffer.hpp>
@@ -102,16 +104,11 @@ void time_steps(Engine& engine, streamkit::points_ref<float> observations, strea
 {
   streamkit::timed_event start(s.ref()), built(s.ref()), done(s.ref());
   for (int step = 0; step < repeat + 2; ++step) {
-    start.record(s);
-    engine.update(references, s);
-    built.record(s);
-    engine.query_async(observations, result, s);
-    done.record(s);
-    done.sync();
+    streamkit_bench::step_ms const ms = streamkit_bench::timed_step(engine, observations, references, result, s, start, built, done);
     if (step < 2) { continue; }  // warm-up
-    build_ms.push_back(static_cast<double>(streamkit::elapsed(start, built).count()));
-    query_ms.push_back(static_cast<double>(streamkit::elapsed(built, done).count()));
-    total_ms.push_back(static_cast<double>(streamkit::elapsed(start, done).count()));
+    build_ms.push_back(ms.build);
+    query_ms.push_back(ms.query);
+    total_ms.push_back(ms.total);
   }
 }
 

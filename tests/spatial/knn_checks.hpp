@@ -149,32 +149,38 @@ inline streamkit::nearest_options options_with(nn_precision precision)
   return options;
 }
 
-/// One blocking search of `observations` against `references` through `e`, into a fresh poisoned table.
+/// One blocking search of `observations` against `references` through `e`, into a fresh poisoned table;
+/// `answered_by`, when given, receives the engine that answered (for the front end, its engine_for()).
 template <class Index, class T>
 host_result<Index, T> search(engine e, streamkit::points_ref<T> observations, streamkit::points_ref<T> references, std::size_t k,
-                             std::size_t stride, streamkit::nearest_options const& options, streamkit::stream const& s)
+                             std::size_t stride, streamkit::nearest_options const& options, streamkit::stream const& s,
+                             search_engine* answered_by = nullptr)
 {
   poisoned_result<Index, T> out(observations.count, k, stride, s);
+  search_engine used = streamkit::detail::choose_engine(observations.count, references.count, k, options.precision);
   switch (e) {
     case engine::brute_force: {
       streamkit::brute_force_index<T> index(references, options, s);
       index.query(observations, out.ref(), s);
+      used = search_engine::brute_force;
       break;
     }
     case engine::tree: {
       streamkit::tree_index<T> index(references, options, s);
       index.query(observations, out.ref(), s);
+      used = search_engine::tree;
       break;
     }
     case engine::front_end: {
       streamkit::nearest_index<T> index(references, options, s);
-      EXPECT_STREQ(name_of(index.engine_for(observations.count, k)),
-                   name_of(streamkit::detail::choose_engine(observations.count, references.count, k, options.precision)));
+      EXPECT_STREQ(name_of(index.engine_for(observations.count, k)), name_of(used));
+      used = index.engine_for(observations.count, k);
       index.query(observations, out.ref(), s);
       break;
     }
     case engine::one_shot: streamkit::nearest_neighbor(observations, references, out.ref(), options, s); break;
   }
+  if (answered_by != nullptr) { *answered_by = used; }
   return fetch(out, s);
 }
 

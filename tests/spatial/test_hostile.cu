@@ -39,13 +39,12 @@ using streamkit::search_engine;
 using streamkit_test::brute_force_knn;
 using streamkit_test::check;
 using streamkit_test::engine;
-using streamkit_test::fetch;
 using streamkit_test::host_result;
+using streamkit_test::search;
 using streamkit_test::knn_answer;
 using streamkit_test::name_of;
 using streamkit_test::options_with;
 using streamkit_test::point_set;
-using streamkit_test::poisoned_result;
 using streamkit_test::upload;
 
 constexpr std::size_t hostile_k[] = {1, 16, 32};
@@ -56,38 +55,6 @@ point_set as_point_set(hostile::point_list const& p)
   out.lat = p.lat;
   out.lon = p.lon;
   return out;
-}
-
-/// One blocking search through `e` (brute force, tree or front end) into a fresh poisoned table, and
-/// the engine that answered it (for the front end: what its engine_for() says, public API).
-template <class Index, class T>
-std::pair<host_result<Index, T>, search_engine> search_reporting(engine e, streamkit::points_ref<T> observations,
-                                                                 streamkit::points_ref<T> references, std::size_t k,
-                                                                 streamkit::nearest_options const& options, streamkit::stream const& s)
-{
-  poisoned_result<Index, T> out(observations.count, k, k, s);
-  search_engine used = search_engine::brute_force;
-  switch (e) {
-    case engine::brute_force: {
-      streamkit::brute_force_index<T> index(references, options, s);
-      index.query(observations, out.ref(), s);
-      break;
-    }
-    case engine::tree: {
-      streamkit::tree_index<T> index(references, options, s);
-      index.query(observations, out.ref(), s);
-      used = search_engine::tree;
-      break;
-    }
-    case engine::front_end: {
-      streamkit::nearest_index<T> index(references, options, s);
-      used = index.engine_for(observations.count, k);
-      index.query(observations, out.ref(), s);
-      break;
-    }
-    case engine::one_shot: ADD_FAILURE() << "not used here"; break;
-  }
-  return {fetch(out, s), used};
 }
 
 /// The first `rows` rows of a result of row stride `stride`.
@@ -139,7 +106,8 @@ void check_class(hostile::input_class const& c, std::size_t n, std::size_t m, st
     for (engine const e : {engine::brute_force, engine::tree, engine::front_end}) {
       for (nn_precision const precision : {nn_precision::exact, nn_precision::fast}) {
         auto const options = options_with(precision);
-        auto const [got, used] = search_reporting<Index>(e, obs.points, refs.points, k, options, s);
+        search_engine used{};
+        auto const got = search<Index>(e, obs.points, refs.points, k, k, options, s, &used);
         SCOPED_TRACE(std::string(c.name) + ", " + name_of(e) + " (answered by " + name_of(used) + "), " +
                      (precision == nn_precision::exact ? "exact" : "fast") + ", k = " + std::to_string(k) + ", " +
                      (sizeof(T) == 4 ? "float" : "double"));

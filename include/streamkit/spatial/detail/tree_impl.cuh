@@ -50,7 +50,7 @@ struct tree_layout {
   {
   }
   template <class Byte>
-  tree_view view(Byte* base, std::uint32_t const* member_ids, std::size_t count, std::size_t leaves) const noexcept
+  tree_view view(Byte* base, std::uint32_t const* member_ids, std::size_t leaves) const noexcept
   {
     return {reinterpret_cast<float4 const*>(base),
             reinterpret_cast<vec4<double> const*>(base + precise_offset),
@@ -61,7 +61,6 @@ struct tree_layout {
             reinterpret_cast<std::uint32_t const*>(base + run_starts_offset),
             member_ids,
             reinterpret_cast<std::uint32_t const*>(base + group_count_offset),
-            count,
             leaves};
   }
   std::size_t slots, precise_offset, nodes_offset, precise_nodes_offset, coordinates_offset, keys_offset, run_starts_offset,
@@ -144,7 +143,8 @@ void tree_index<T>::build(points_ref<U> references, stream_ref stream)
   std::size_t const ids_bytes = align_up(2 * m * sizeof(std::uint32_t));
   std::size_t const marks_bytes = align_up(2 * m * sizeof(std::uint32_t));  // group starts, then their places
   std::size_t const arrivals_bytes = align_up(leaves * sizeof(unsigned));
-  std::size_t const scratch_bytes = keys_bytes + ids_bytes + marks_bytes + arrivals_bytes + std::max(sort_bytes, scan_bytes);
+  std::size_t temporary_bytes = std::max(sort_bytes, scan_bytes);  // the sort's, then the scan's
+  std::size_t const scratch_bytes = keys_bytes + ids_bytes + marks_bytes + arrivals_bytes + temporary_bytes;
   if (stream_device != device_) {
     tree_ = device_buffer<std::byte>();
     build_scratch_ = device_buffer<std::byte>();
@@ -179,20 +179,18 @@ void tree_index<T>::build(points_ref<U> references, stream_ref stream)
 
   STREAMKIT_CUDA_TRY(cudaMemsetAsync(invalid_counts_.data(), 0, sizeof(unsigned long long), stream.value()));
   STREAMKIT_CUDA_TRY(cudaMemsetAsync(arrivals, 0, leaves * sizeof(unsigned), stream.value()));
-  STREAMKIT_CUDA_TRY(cudaMemsetAsync(group_keys, 0xff, m * sizeof(std::uint64_t), stream.value()));
   STREAMKIT_CUDA_TRY(cudaMemsetAsync(group_count, 0, sizeof(std::uint32_t), stream.value()));
   tree_reference_keys<U><<<grid_size("tree_reference_keys", m, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
     references, m, coordinates, keys, ids, invalid_counts_.data());
   STREAMKIT_CHECK_LAUNCH();
   sorted_pairs<tree_key> const sorted =
-    sort_by_key(keys, ids, m, tree_key_width, temporary, std::max(sort_bytes, scan_bytes), stream, tree_key_bits{});
+    sort_by_key(keys, ids, m, tree_key_width, temporary, temporary_bytes, stream, tree_key_bits{});
   member_ids_ = sorted.ids;
   tree_mark_groups<<<grid_size("tree_mark_groups", m, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
     coordinates, sorted.keys, sorted.ids, m, starts);
   STREAMKIT_CHECK_LAUNCH();
-  std::size_t scan_temporary = std::max(sort_bytes, scan_bytes);
   STREAMKIT_CUDA_TRY(
-    cub::DeviceScan::ExclusiveSum(temporary, scan_temporary, starts, places, static_cast<std::int64_t>(m), stream.value()));
+    cub::DeviceScan::ExclusiveSum(temporary, temporary_bytes, starts, places, static_cast<std::int64_t>(m), stream.value()));
   tree_write_groups<<<grid_size("tree_write_groups", m, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
     coordinates, sorted.keys, sorted.ids, m, starts, places, precise_points, group_keys, run_starts, group_count);
   STREAMKIT_CHECK_LAUNCH();
@@ -246,7 +244,7 @@ void tree_index<T>::search(points_ref<T> observations, neighbors_ref<Index, T> r
     STREAMKIT_CHECK_LAUNCH();
     order = sort_by_key(keys, ids, n, key_bits, memory + 2 * pairs_bytes, sort_bytes, stream).ids;
   }
-  tree_view const view = tree_layout(count_, leaves_).view(tree_.data(), member_ids_, count_, leaves_);
+  tree_view const view = tree_layout(count_, leaves_).view(tree_.data(), member_ids_, leaves_);
   tree_search<K, Index, T><<<grid_size("tree_search", n, tree_search_threads), tree_search_threads, 0, stream.value()>>>(
     observations, n, order, view, result, static_cast<int>(result.k), max_chord2(options_), distance_scale(options_));
   STREAMKIT_CHECK_LAUNCH();

@@ -321,11 +321,10 @@ struct tree_view {
   tree_node const* nodes;                  // heap, 2 × leaves
   tree_precise_node const* precise_nodes;  // the same boxes in float64
   lat_lon const* coordinates;              // by reference index
-  std::uint64_t const* keys;               // the groups' primary Morton keys, sorted; the largest key past the last group
+  std::uint64_t const* keys;               // the groups' primary Morton keys, sorted
   std::uint32_t const* run_starts;         // group g's indices: member_ids[run_starts[g] … run_starts[g + 1])
   std::uint32_t const* member_ids;         // reference indices in sorted order
   std::uint32_t const* group_count;        // groups (on the device)
-  std::size_t count;                       // references: the length of `keys`
   std::size_t leaves;                      // a power of two
 };
 
