@@ -9,7 +9,8 @@
 /// with the same float64 unit vector (exact duplicates, and those the caller's float32 rounding made
 /// identical; a pole is one point whatever its longitude) become one entry, a group that carries its
 /// run of indices. Consecutive runs of 16 entries form the leaves, each with its bounding box in float
-/// rounded outward and in float64; an implicit binary tree of boxes (heap order, the leaf count
+/// rounded outward and in float64, and a float64 capsule (the segment from its first entry to its
+/// last, and how far the others lie from it, which stays tight along curves); an implicit binary tree of boxes (heap order, the leaf count
 /// rounded up to a power of two) sits above them. No pointers, no per-node allocation: update() for a
 /// set no larger than before rebuilds in place.
 ///
@@ -23,11 +24,11 @@
 /// exact mode), with ties to the smallest reference index: the answer is the float64 brute force's
 /// for every k in both precision modes. A group is ranked once and offered with its k smallest
 /// indices; a box narrower than ~6e-5 rad (the float filter cannot tell its points apart) is also
-/// tested in float64, so a pile of identical points, or millions within a metre, cost a query about
+/// tested in float64, box and capsule, so a pile of identical points, or millions within a metre, cost a query about
 /// what a uniform set does. Reported distances are float64 haversines of the returned pairs.
 ///
-/// Cost: about 110 bytes per reference for the tree (sorted float and float64 vectors, float64
-/// coordinates, float and float64 boxes, keys and runs of the groups) and 56 more of build scratch
+/// Cost: about 120 bytes per reference for the tree (sorted float and float64 vectors, float64
+/// coordinates, float and float64 boxes and capsules, keys and runs of the groups) and 56 more of build scratch
 /// kept for the next update() (queries read its sorted indices); 16 bytes per observation of query
 /// scratch.
 ///

@@ -34,7 +34,7 @@ inline constexpr std::size_t tree_sort_threshold = 64;
 }
 
 /// Where a tree keeps its arrays in one allocation: the groups' points (float, then float64) padded to
-/// whole leaves, the nodes (float, then float64), the coordinates by reference index, the groups'
+/// whole leaves, the nodes (float, then float64, then their capsules), the coordinates by reference index, the groups'
 /// keys and run starts, their count.
 struct tree_layout {
   tree_layout(std::size_t m, std::size_t leaves) noexcept
@@ -42,7 +42,8 @@ struct tree_layout {
         precise_offset(align_up(slots * sizeof(float4))),
         nodes_offset(precise_offset + align_up(slots * sizeof(vec4<double>))),
         precise_nodes_offset(nodes_offset + align_up(2 * leaves * sizeof(tree_node))),
-        coordinates_offset(precise_nodes_offset + align_up(2 * leaves * sizeof(tree_precise_node))),
+        capsules_offset(precise_nodes_offset + align_up(2 * leaves * sizeof(tree_precise_node))),
+        coordinates_offset(capsules_offset + align_up(2 * leaves * sizeof(tree_capsule))),
         keys_offset(coordinates_offset + align_up(m * sizeof(lat_lon))),
         run_starts_offset(keys_offset + align_up(m * sizeof(std::uint64_t))),
         group_count_offset(run_starts_offset + align_up((m + 1) * sizeof(std::uint32_t))),
@@ -56,6 +57,7 @@ struct tree_layout {
             reinterpret_cast<vec4<double> const*>(base + precise_offset),
             reinterpret_cast<tree_node const*>(base + nodes_offset),
             reinterpret_cast<tree_precise_node const*>(base + precise_nodes_offset),
+            reinterpret_cast<tree_capsule const*>(base + capsules_offset),
             reinterpret_cast<lat_lon const*>(base + coordinates_offset),
             reinterpret_cast<std::uint64_t const*>(base + keys_offset),
             reinterpret_cast<std::uint32_t const*>(base + run_starts_offset),
@@ -63,7 +65,7 @@ struct tree_layout {
             reinterpret_cast<std::uint32_t const*>(base + group_count_offset),
             leaves};
   }
-  std::size_t slots, precise_offset, nodes_offset, precise_nodes_offset, coordinates_offset, keys_offset, run_starts_offset,
+  std::size_t slots, precise_offset, nodes_offset, precise_nodes_offset, capsules_offset, coordinates_offset, keys_offset, run_starts_offset,
     group_count_offset, bytes;
 };
 
@@ -165,6 +167,7 @@ void tree_index<T>::build(points_ref<U> references, stream_ref stream)
   auto* const precise_points = reinterpret_cast<vec4<double>*>(base + layout.precise_offset);
   auto* const nodes = reinterpret_cast<tree_node*>(base + layout.nodes_offset);
   auto* const precise_nodes = reinterpret_cast<tree_precise_node*>(base + layout.precise_nodes_offset);
+  auto* const capsules = reinterpret_cast<tree_capsule*>(base + layout.capsules_offset);
   auto* const coordinates = reinterpret_cast<lat_lon*>(base + layout.coordinates_offset);
   auto* const group_keys = reinterpret_cast<std::uint64_t*>(base + layout.keys_offset);
   auto* const run_starts = reinterpret_cast<std::uint32_t*>(base + layout.run_starts_offset);
@@ -195,11 +198,11 @@ void tree_index<T>::build(points_ref<U> references, stream_ref stream)
     coordinates, sorted.keys, sorted.ids, m, starts, places, precise_points, group_keys, run_starts, group_count);
   STREAMKIT_CHECK_LAUNCH();
   tree_build_leaves<<<grid_size("tree_build_leaves", leaves * tree_leaf_size, 256), 256, 0, stream.value()>>>(
-    group_count, run_starts, layout.slots, leaves, points, precise_points, nodes, precise_nodes);
+    group_count, run_starts, layout.slots, leaves, points, precise_points, nodes, precise_nodes, capsules);
   STREAMKIT_CHECK_LAUNCH();
   if (leaves > 1) {
-    tree_build_inner<<<grid_size("tree_build_inner", leaves / 2, 256), 256, 0, stream.value()>>>(nodes, precise_nodes, arrivals,
-                                                                                              leaves);
+    tree_build_inner<<<grid_size("tree_build_inner", leaves / 2, 256), 256, 0, stream.value()>>>(nodes, precise_nodes, capsules,
+                                                                                              arrivals, leaves);
     STREAMKIT_CHECK_LAUNCH();
   }
 }

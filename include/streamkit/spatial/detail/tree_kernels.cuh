@@ -38,6 +38,49 @@ struct alignas(32) tree_precise_node {
   vec4<double> high;
 };
 
+/// A capsule around a node's references, in float64: each lies within `a.w` (the radius) of the segment
+/// from `a` (the node's first entry in sorted order) to `b` (its last). Along a curve (a small circle
+/// round a pole, a road, a track) the radius shrinks with the square of the node's length while its
+/// boxes shrink only linearly: seen from afar, the points of such a curve near the nearest one lie
+/// within rounding of each other, and every axis-aligned box over them would reach past the nearest
+/// point (measured on an H200: a circle of 1.3e-7 rad round a pole, 2^20 × 2^20, k = 1: 75 ms with
+/// the boxes alone). The search tests it where it tests the float64 box (box_room).
+struct alignas(32) tree_capsule {
+  vec4<double> a;  // w: the radius
+  vec4<double> b;  // w: unused
+};
+
+/// Distance from q to the segment from a to b in float64, with the 1-norm of q − a (the scale of its
+/// rounding error: see segment_distance_above / _below). It works on the differences q − a and b − a,
+/// each within half an ulp of itself, so it stays accurate when all three points lie nanometres apart.
+struct segment_distance_t {
+  double distance;
+  double scale;
+};
+__device__ inline segment_distance_t segment_distance(vec4<double> const& q, vec4<double> const& a, vec4<double> const& b)
+{
+  double const ux = b.x - a.x, uy = b.y - a.y, uz = b.z - a.z;
+  double const wx = q.x - a.x, wy = q.y - a.y, wz = q.z - a.z;
+  double const uu = fma(ux, ux, fma(uy, uy, uz * uz));
+  double const t = uu > 0.0 ? fmin(fmax(fma(wx, ux, fma(wy, uy, wz * uz)) / uu, 0.0), 1.0) : 0.0;
+  double const rx = fma(-t, ux, wx), ry = fma(-t, uy, wy), rz = fma(-t, uz, wz);
+  return {sqrt(fma(rx, rx, fma(ry, ry, rz * rz))), fabs(wx) + fabs(wy) + fabs(wz)};
+}
+/// At least the distance from q to the segment: the computed residual is off by at most 2^-53 of each
+/// component of q − a and of itself, and a point at the computed t lies on the segment.
+__device__ inline double segment_distance_above(vec4<double> const& q, vec4<double> const& a, vec4<double> const& b)
+{
+  segment_distance_t const d = segment_distance(q, a, b);
+  return d.distance * (1.0 + 0x1.0p-50) + d.scale * 0x1.0p-50;
+}
+/// At most the distance from q to the segment: as above, less the error of t itself, whose effect on
+/// the distance is second order (below 2^-100 for points of the unit sphere).
+__device__ inline double segment_distance_below(vec4<double> const& q, vec4<double> const& a, vec4<double> const& b)
+{
+  segment_distance_t const d = segment_distance(q, a, b);
+  return fmax(d.distance * (1.0 - 0x1.0p-50) - d.scale * 0x1.0p-50 - 0x1.0p-100, 0.0);
+}
+
 /// A reference's sort key: 42 bits per axis of its unit vector (cells of 4.5e-13, the resolution of
 /// float64 coordinates near 1), interleaved (Morton order), the top 21 bits of each axis in `high` (the
 /// top bit set only for an invalid reference, which sorts last), the next 21 in `low`. Fewer bits put
@@ -170,13 +213,32 @@ static __global__ void tree_write_groups(lat_lon const* coordinates, tree_key co
   }
 }
 
-/// The smallest (op = min) or largest value of `v` over the tree_leaf_size lanes of a leaf.
+/// The smallest (op = min) or largest value of `v` over the tree_leaf_size lanes of a leaf; `lanes`:
+/// the warp's lanes that take part.
 template <class V, class Op>
-__device__ __forceinline__ V leaf_reduce(V v, Op op)
+__device__ __forceinline__ V leaf_reduce(unsigned lanes, V v, Op op)
 {
-  for (int offset = tree_leaf_size / 2; offset > 0; offset /= 2) { v = op(v, __shfl_xor_sync(0xffffffffu, v, offset)); }
+  for (int offset = tree_leaf_size / 2; offset > 0; offset /= 2) { v = op(v, __shfl_xor_sync(lanes, v, offset)); }
   return v;
 }
+
+/// The vector `v` of the first lane of this lane's leaf whose `value` equals `target` (which one of
+/// them holds).
+__device__ __forceinline__ vec4<double> leaf_pick(unsigned lanes, vec4<double> const& v, double value, double target)
+{
+  unsigned const lane = threadIdx.x % 32, base = lane & ~unsigned(tree_leaf_size - 1);
+  unsigned const matches = (__ballot_sync(lanes, value == target) >> base) & ((1u << tree_leaf_size) - 1);
+  int const source = matches != 0u ? static_cast<int>(base) + __ffs(static_cast<int>(matches)) - 1 : static_cast<int>(lane);
+  return {__shfl_sync(lanes, v.x, source), __shfl_sync(lanes, v.y, source), __shfl_sync(lanes, v.z, source), 0.0};
+}
+
+/// The axis (0, 1, 2) along which a box is longest.
+__device__ __forceinline__ int longest_axis(vec4<double> const& low, vec4<double> const& high)
+{
+  double const ex = high.x - low.x, ey = high.y - low.y, ez = high.z - low.z;
+  return ex >= ey && ex >= ez ? 0 : (ey >= ez ? 1 : 2);
+}
+__device__ __forceinline__ double coordinate(vec4<double> const& v, int axis) { return axis == 0 ? v.x : (axis == 1 ? v.y : v.z); }
 
 /// A group of tree_leaf_size lanes per leaf: writes the leaf's entries (groups, in sorted order) as
 /// float unit vectors (the search's filter; w holds the group's size) and the leaf's boxes (its nodes
@@ -184,7 +246,7 @@ __device__ __forceinline__ V leaf_reduce(V v, Op op)
 /// points (never chosen) up to a whole leaf; leaves past those get empty boxes.
 static __global__ void tree_build_leaves(std::uint32_t const* group_count, std::uint32_t const* run_starts, std::size_t slots,
                                          std::size_t leaves, float4* points, vec4<double>* precise_points, tree_node* nodes,
-                                         tree_precise_node* precise_nodes)
+                                         tree_precise_node* precise_nodes, tree_capsule* capsules)
 {
   std::size_t const position = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
   std::size_t const leaf = position / tree_leaf_size;
@@ -204,11 +266,22 @@ static __global__ void tree_build_leaves(std::uint32_t const* group_count, std::
       high = p;
     }
   }
-  auto const min_op = [](double a, double b) { return fmin(a, b); };
-  auto const max_op = [](double a, double b) { return fmax(a, b); };
-  low = {leaf_reduce(low.x, min_op), leaf_reduce(low.y, min_op), leaf_reduce(low.z, min_op), 0.0};
-  high = {leaf_reduce(high.x, max_op), leaf_reduce(high.y, max_op), leaf_reduce(high.z, max_op), 0.0};
+  unsigned const lanes = leaves == 1 ? (1u << tree_leaf_size) - 1 : 0xffffffffu;  // a lone leaf's warp has 16 lanes
+  vec4<double> const point = low;  // the lane's entry (+inf when it has none)
+  bool const has_point = point.x <= high.x;
+  auto const min_op = [](double x, double y) { return fmin(x, y); };
+  auto const max_op = [](double x, double y) { return fmax(x, y); };
+  low = {leaf_reduce(lanes, low.x, min_op), leaf_reduce(lanes, low.y, min_op), leaf_reduce(lanes, low.z, min_op), 0.0};
+  high = {leaf_reduce(lanes, high.x, max_op), leaf_reduce(lanes, high.y, max_op), leaf_reduce(lanes, high.z, max_op), 0.0};
+  // The capsule: from the entry lowest to the entry highest along the box's longest axis (the ends of
+  // a curve's piece), as wide as the farthest entry from that segment.
+  int const axis = longest_axis(low, high);
+  double const along = has_point ? coordinate(point, axis) : nan;
+  vec4<double> const a = leaf_pick(lanes, point, along, coordinate(low, axis));
+  vec4<double> const b = leaf_pick(lanes, point, along, coordinate(high, axis));
+  double const radius = leaf_reduce(lanes, has_point ? segment_distance_above(point, a, b) : 0.0, max_op);
   if (position % tree_leaf_size == 0) {
+    capsules[leaves + leaf] = {{a.x, a.y, a.z, radius}, {b.x, b.y, b.z, 0.0}};
     nodes[leaves + leaf] = {{__double2float_rd(low.x), __double2float_rd(low.y), __double2float_rd(low.z), 0.f},
                             {__double2float_ru(high.x), __double2float_ru(high.y), __double2float_ru(high.z), 0.f}};
     precise_nodes[leaves + leaf] = {low, high};
@@ -223,10 +296,37 @@ __device__ __forceinline__ vec4<double> load_uncached(vec4<double> const& v)
   return {a.x, a.y, b.x, b.y};
 }
 
+__device__ __forceinline__ tree_capsule load_capsule(tree_capsule const& c) { return {load_uncached(c.a), load_uncached(c.b)}; }
+
+/// The capsule of a node from its children's (`left_used`, `right_used`: whether each holds an entry),
+/// whose box is low … high: between the two of the children's ends lowest and highest along its
+/// longest axis, wide enough for both children's capsules (the distance to a segment is convex, so a
+/// child's segment lies within the larger of its ends' distances).
+__device__ inline tree_capsule merge_capsules(tree_capsule const& left, bool left_used, tree_capsule const& right, bool right_used,
+                                              vec4<double> const& low, vec4<double> const& high)
+{
+  int const axis = longest_axis(low, high);
+  vec4<double> const ends[4] = {left.a, left.b, right.a, right.b};
+  int first = left_used ? 0 : 2, last = right_used ? 3 : 1;
+  int lowest = first, highest = first;
+  for (int e = first; e <= last; ++e) {
+    if (coordinate(ends[e], axis) < coordinate(ends[lowest], axis)) { lowest = e; }
+    if (coordinate(ends[e], axis) > coordinate(ends[highest], axis)) { highest = e; }
+  }
+  vec4<double> const a = ends[lowest], b = ends[highest];
+  double radius = 0.0;
+  if (left_used) { radius = fmax(segment_distance_above(left.a, a, b), segment_distance_above(left.b, a, b)) + left.a.w; }
+  if (right_used) {
+    radius = fmax(radius, fmax(segment_distance_above(right.a, a, b), segment_distance_above(right.b, a, b)) + right.a.w);
+  }
+  return {{a.x, a.y, a.z, radius * (1.0 + 0x1.0p-52)}, {b.x, b.y, b.z, 0.0}};
+}
+
 /// Fills the inner nodes bottom-up in one launch: a thread starts at each pair of sibling leaves and
 /// climbs; of two children's threads, the second to arrive at their parent (counted in `arrivals`,
 /// zeroed before) merges the two boxes and goes on, the first stops.
-static __global__ void tree_build_inner(tree_node* nodes, tree_precise_node* precise_nodes, unsigned* arrivals, std::size_t leaves)
+static __global__ void tree_build_inner(tree_node* nodes, tree_precise_node* precise_nodes, tree_capsule* capsules, unsigned* arrivals,
+                                        std::size_t leaves)
 {
   std::size_t const pair = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
   if (pair >= leaves / 2) { return; }
@@ -239,6 +339,8 @@ static __global__ void tree_build_inner(tree_node* nodes, tree_precise_node* pre
     vec4<double> const low{fmin(low_a.x, low_b.x), fmin(low_a.y, low_b.y), fmin(low_a.z, low_b.z), 0.0};
     vec4<double> const high{fmax(high_a.x, high_b.x), fmax(high_a.y, high_b.y), fmax(high_a.z, high_b.z), 0.0};
     precise_nodes[node] = {low, high};
+    capsules[node] = merge_capsules(load_capsule(capsules[2 * node]), low_a.x <= high_a.x, load_capsule(capsules[2 * node + 1]),
+                                    low_b.x <= high_b.x, low, high);
     nodes[node] = {{__double2float_rd(low.x), __double2float_rd(low.y), __double2float_rd(low.z), 0.f},
                    {__double2float_ru(high.x), __double2float_ru(high.y), __double2float_ru(high.z), 0.f}};
     if (node == 1) { return; }
@@ -278,17 +380,27 @@ struct search_bounds {
   }
 };
 
+/// A lower bound on the float64 squared chord (chord2) from p to any reference in the capsule: the
+/// distance to its segment less its radius, squared; 2^-49 covers the rounding of chord2 and of the
+/// square.
+__device__ __forceinline__ double capsule_chord2_below(vec4<double> const& p, tree_capsule const& capsule)
+{
+  double const chord = segment_distance_below(p, capsule.a, capsule.b) - capsule.a.w;
+  return chord > 0.0 ? chord * chord * (1.0 - 0x1.0p-49) : 0.0;
+}
+
 /// How much room a box leaves below a list whose worst entry is `worst` (float64 squared chord), for a
 /// point p (float, and float64 `precise_p`), as the bits of a float plus one; 0 when no reference in
 /// it can enter. The float test (box_distance2 against bounds.upper) decides most boxes; a box
-/// between bounds.lower and bounds.upper gets the float64 test, and its room is measured in float64,
-/// so that the walk still goes to the nearer of boxes the float distance cannot tell apart (a pile of
-/// points within a metre, a great circle seen from its pole) instead of sweeping them in key order.
-/// The float64 distance to the exact box is within 6 roundings (2^-53 each) of the true one, as is
-/// every float64 chord2 to a reference in the box, so a box whose distance exceeds `worst` by 2^-48
-/// relative holds none at most `worst`.
+/// between bounds.lower and bounds.upper gets the float64 tests, of its box and of its capsule, and its
+/// room is measured in float64, so that the walk still goes to the nearer of boxes the float distance
+/// cannot tell apart (a pile of points within a metre, a great circle seen from its pole) instead of
+/// sweeping them in key order. The float64 distance to the exact box is within 6 roundings (2^-53
+/// each) of the true one, as is every float64 chord2 to a reference in the box, so a box whose
+/// distance exceeds `worst` by 2^-48 relative holds none at most `worst`.
 __device__ __forceinline__ unsigned box_room(float3 const& p, vec4<double> const& precise_p, tree_node const& box,
-                                             tree_precise_node const& precise_box, search_bounds const& bounds, double worst)
+                                             tree_precise_node const& precise_box, tree_capsule const& capsule,
+                                             search_bounds const& bounds, double worst)
 {
   float const bound = box_distance2(p, box);
   if (!(bound <= bounds.upper)) { return 0u; }
@@ -297,7 +409,8 @@ __device__ __forceinline__ unsigned box_room(float3 const& p, vec4<double> const
   double const dx = fmax(fmax(low.x - precise_p.x, precise_p.x - high.x), 0.0);
   double const dy = fmax(fmax(low.y - precise_p.y, precise_p.y - high.y), 0.0);
   double const dz = fmax(fmax(low.z - precise_p.z, precise_p.z - high.z), 0.0);
-  double const room = worst - fma(dx, dx, fma(dy, dy, dz * dz)) * (1.0 - 0x1.0p-48);
+  double const box_below = fma(dx, dx, fma(dy, dy, dz * dz)) * (1.0 - 0x1.0p-48);
+  double const room = worst - fmax(box_below, capsule_chord2_below(precise_p, capsule));
   return room >= 0.0 ? __float_as_uint(__double2float_rd(room)) + 1u : 0u;
 }
 
@@ -309,7 +422,12 @@ __global__ void tree_observation_keys(points_ref<T> observations, std::size_t co
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count; i += std::size_t{gridDim.x} * blockDim.x) {
     double lat, lon;
     bool const valid = load_point(observations, i, lat, lon);
-    keys[i] = valid ? static_cast<std::uint32_t>(morton_code<10>(unit_vector<double>(lat, lon, true))) : ~std::uint32_t{0};
+    // In float: the order is a heuristic, and float64 sines took most of this kernel's time.
+    float sin_lat, cos_lat, sin_lon, cos_lon;
+    sincosf(static_cast<float>(lat), &sin_lat, &cos_lat);
+    sincosf(static_cast<float>(lon), &sin_lon, &cos_lon);
+    vec4<double> const v{cos_lat * cos_lon, cos_lat * sin_lon, sin_lat, 0.0};
+    keys[i] = valid ? static_cast<std::uint32_t>(morton_code<10>(v)) : ~std::uint32_t{0};
     ids[i] = static_cast<std::uint32_t>(i);
   }
 }
@@ -320,6 +438,7 @@ struct tree_view {
   vec4<double> const* precise_points;      // the same in float64; w: the group's smallest reference index
   tree_node const* nodes;                  // heap, 2 × leaves
   tree_precise_node const* precise_nodes;  // the same boxes in float64
+  tree_capsule const* capsules;            // the nodes' capsules, heap order
   lat_lon const* coordinates;              // by reference index
   std::uint64_t const* keys;               // the groups' primary Morton keys, sorted
   std::uint32_t const* run_starts;         // group g's indices: member_ids[run_starts[g] … run_starts[g + 1])
@@ -398,9 +517,9 @@ __device__ __forceinline__ unsigned warp_max(unsigned value)
 /// The k nearest references of each observation within `limit` (squared chord). The threads of a warp
 /// (neighbouring observations, once sorted) walk the tree together: depth first, a box is entered
 /// when any thread may still find a point in it (box_room), first the child that leaves some thread
-/// the most room below its worst entry; every thread scans every leaf entered, with its own filter. Control flow and the
-/// node and leaf loads are the same across the warp (broadcasts); the stack is one per warp in
-/// shared memory. Thread t searches observation order[t] (t itself when order is null); writes row
+/// the most room below its worst entry; a thread scans each leaf entered in which it had room, with
+/// its own filter. Control flow and the node and leaf loads are the same across the warp
+/// (broadcasts); the stack is one per warp in shared memory. Thread t searches observation order[t] (t itself when order is null); writes row
 /// order[t] of `result` and adds the invalid observations to result.invalid_count when it is set.
 template <int K, class Index, class T>
 __global__ void __launch_bounds__(tree_search_threads)
@@ -422,7 +541,7 @@ __global__ void __launch_bounds__(tree_search_threads)
   search_bounds bounds(list.worst());
   if (!valid) { bounds.upper = -cuda::std::numeric_limits<float>::infinity(); }
   auto const room = [&](std::size_t node) {
-    return box_room(p, precise_p, tree.nodes[node], tree.precise_nodes[node], bounds, list.worst());
+    return box_room(p, precise_p, tree.nodes[node], tree.precise_nodes[node], tree.capsules[node], bounds, list.worst());
   };
   // The seed: the leaves under seed_node(), scanned first and skipped by the walk.
   std::size_t const groups = *tree.group_count;
@@ -436,12 +555,18 @@ __global__ void __launch_bounds__(tree_search_threads)
   }
 
   int depth = 0;  // the same in every thread of the warp, as is `node`
-  std::size_t node = __any_sync(all, room(1) != 0u) ? 1 : 0;
+  // This thread's room in `node`, as last measured: a leaf where it had none (against a worst entry
+  // no smaller than now) is not scanned by it, so that a warp whose threads want different parts of
+  // the tree (neighbours on the sphere that see a thin curve of references from different sides, such
+  // as a small circle round a pole) walks the union of their searches but ranks only its own.
+  unsigned mine = room(1);
+  std::size_t node = __any_sync(all, mine != 0u) ? 1 : 0;
   while (node != 0) {
     if (node < tree.leaves) {
       // The most room any thread of the warp has in each child (0: no thread wants it).
-      unsigned const left = warp_max(room(2 * node));
-      unsigned const right = warp_max(room(2 * node + 1));
+      unsigned const mine_left = room(2 * node), mine_right = room(2 * node + 1);
+      unsigned const left = warp_max(mine_left);
+      unsigned const right = warp_max(mine_right);
       if (left != 0u || right != 0u) {
         bool const left_first = left >= right;
         if (left != 0u && right != 0u) {
@@ -450,16 +575,18 @@ __global__ void __launch_bounds__(tree_search_threads)
           ++depth;
         }
         node = left_first ? 2 * node : 2 * node + 1;
+        mine = left_first ? mine_left : mine_right;
         continue;
       }
-    } else if (valid && (tree.leaves == 1 ? node : node / 2) != seed) {
+    } else if (mine != 0u && (tree.leaves == 1 ? node : node / 2) != seed) {
       scan_leaf(tree, node - tree.leaves, p, precise_p, list, bounds);
     }
     node = 0;  // back up to the nearest pending box some thread may still want
     while (depth > 0) {
       --depth;
       std::size_t const pending = stack[depth];
-      if (__any_sync(all, room(pending) != 0u)) {
+      mine = room(pending);
+      if (__any_sync(all, mine != 0u)) {
         node = pending;
         break;
       }
