@@ -47,38 +47,41 @@ struct alignas(32) tree_precise_node {
 /// the boxes alone). The search tests it where it tests the float64 box (box_room).
 struct alignas(32) tree_capsule {
   vec4<double> a;  // w: the radius
-  vec4<double> b;  // w: unused
+  vec4<double> b;  // w: 1 / |b − a|² as computed (0 when a = b), so that a search divides by nothing
 };
 
-/// Distance from q to the segment from a to b in float64, with the 1-norm of q − a (the scale of its
-/// rounding error: see segment_distance_above / _below). It works on the differences q − a and b − a,
-/// each within half an ulp of itself, so it stays accurate when all three points lie nanometres apart.
-struct segment_distance_t {
-  double distance;
+/// The float64 vector from q to the point of the segment from a to b nearest to it, as its squared
+/// length `squared` and the 1-norm of q − a (`scale`); `inverse`: 1 / |b − a|² (0 when a = b). It works
+/// on the differences q − a and b − a, each within half an ulp of itself, so it stays accurate when all
+/// three points lie nanometres apart; the computed t is off the optimum by some 2^-50, which lengthens
+/// the vector by at most 2^-50 |b − a| (tree_capsule's radius includes that).
+struct segment_offset {
+  double squared;
   double scale;
 };
-__device__ inline segment_distance_t segment_distance(vec4<double> const& q, vec4<double> const& a, vec4<double> const& b)
+__device__ __forceinline__ segment_offset offset_to_segment(vec4<double> const& q, vec4<double> const& a, vec4<double> const& b,
+                                                            double inverse)
 {
   double const ux = b.x - a.x, uy = b.y - a.y, uz = b.z - a.z;
   double const wx = q.x - a.x, wy = q.y - a.y, wz = q.z - a.z;
-  double const uu = fma(ux, ux, fma(uy, uy, uz * uz));
-  double const t = uu > 0.0 ? fmin(fmax(fma(wx, ux, fma(wy, uy, wz * uz)) / uu, 0.0), 1.0) : 0.0;
+  double const t = fmin(fmax(fma(wx, ux, fma(wy, uy, wz * uz)) * inverse, 0.0), 1.0);
   double const rx = fma(-t, ux, wx), ry = fma(-t, uy, wy), rz = fma(-t, uz, wz);
-  return {sqrt(fma(rx, rx, fma(ry, ry, rz * rz))), fabs(wx) + fabs(wy) + fabs(wz)};
+  return {fma(rx, rx, fma(ry, ry, rz * rz)), fabs(wx) + fabs(wy) + fabs(wz)};
 }
-/// At least the distance from q to the segment: the computed residual is off by at most 2^-53 of each
-/// component of q − a and of itself, and a point at the computed t lies on the segment.
+/// 1 / |b − a|² (0 when a = b).
+__device__ inline double inverse_squared_length(vec4<double> const& a, vec4<double> const& b)
+{
+  double const ux = b.x - a.x, uy = b.y - a.y, uz = b.z - a.z;
+  double const uu = fma(ux, ux, fma(uy, uy, uz * uz));
+  return uu > 0.0 ? 1.0 / uu : 0.0;
+}
+/// At least the distance from q to the segment from a to b: the computed offset is off by at most 2^-53
+/// of each component of q − a and of itself, and by the error of t (2^-50 |b − a|).
 __device__ inline double segment_distance_above(vec4<double> const& q, vec4<double> const& a, vec4<double> const& b)
 {
-  segment_distance_t const d = segment_distance(q, a, b);
-  return d.distance * (1.0 + 0x1.0p-50) + d.scale * 0x1.0p-50;
-}
-/// At most the distance from q to the segment: as above, less the error of t itself, whose effect on
-/// the distance is second order (below 2^-100 for points of the unit sphere).
-__device__ inline double segment_distance_below(vec4<double> const& q, vec4<double> const& a, vec4<double> const& b)
-{
-  segment_distance_t const d = segment_distance(q, a, b);
-  return fmax(d.distance * (1.0 - 0x1.0p-50) - d.scale * 0x1.0p-50 - 0x1.0p-100, 0.0);
+  segment_offset const d = offset_to_segment(q, a, b, inverse_squared_length(a, b));
+  double const length = fabs(b.x - a.x) + fabs(b.y - a.y) + fabs(b.z - a.z);
+  return sqrt(d.squared) * (1.0 + 0x1.0p-50) + (d.scale + length) * 0x1.0p-50;
 }
 
 /// A reference's sort key: 42 bits per axis of its unit vector (cells of 4.5e-13, the resolution of
@@ -281,7 +284,7 @@ static __global__ void tree_build_leaves(std::uint32_t const* group_count, std::
   vec4<double> const b = leaf_pick(lanes, point, along, coordinate(high, axis));
   double const radius = leaf_reduce(lanes, has_point ? segment_distance_above(point, a, b) : 0.0, max_op);
   if (position % tree_leaf_size == 0) {
-    capsules[leaves + leaf] = {{a.x, a.y, a.z, radius}, {b.x, b.y, b.z, 0.0}};
+    capsules[leaves + leaf] = {{a.x, a.y, a.z, radius}, {b.x, b.y, b.z, inverse_squared_length(a, b)}};
     nodes[leaves + leaf] = {{__double2float_rd(low.x), __double2float_rd(low.y), __double2float_rd(low.z), 0.f},
                             {__double2float_ru(high.x), __double2float_ru(high.y), __double2float_ru(high.z), 0.f}};
     precise_nodes[leaves + leaf] = {low, high};
@@ -319,7 +322,7 @@ __device__ inline tree_capsule merge_capsules(tree_capsule const& left, bool lef
   if (right_used) {
     radius = fmax(radius, fmax(segment_distance_above(right.a, a, b), segment_distance_above(right.b, a, b)) + right.a.w);
   }
-  return {{a.x, a.y, a.z, radius * (1.0 + 0x1.0p-52)}, {b.x, b.y, b.z, 0.0}};
+  return {{a.x, a.y, a.z, radius * (1.0 + 0x1.0p-52)}, {b.x, b.y, b.z, inverse_squared_length(a, b)}};
 }
 
 /// Fills the inner nodes bottom-up in one launch: a thread starts at each pair of sibling leaves and
@@ -372,21 +375,27 @@ __device__ __forceinline__ float box_distance2(float3 const& p, tree_node const&
 struct search_bounds {
   float upper;
   float lower;
+  /// At least the distance (chord) of any point whose float64 chord2 is at most the worst entry, plus
+  /// the rounding of a capsule test (capsule_room): 2^-50 relative covers chord2's and sqrt's rounding,
+  /// 2^-49 absolute the rounding of the offset to a segment (p − a, b − a are at most 2 long).
+  double reach;
   __device__ explicit search_bounds(double worst) : upper(float_chord2_filter(worst))
   {
     constexpr double u = 0x1.0p-24;
-    double const chord = sqrt(worst) * (1.0 - 2.0 * u) - 3.5 * u;  // the mirror of float_chord2_filter()'s margins
+    double const root = sqrt(worst);
+    double const chord = root * (1.0 - 2.0 * u) - 3.5 * u;  // the mirror of float_chord2_filter()'s margins
     lower = chord > 0.0 ? __double2float_rd(chord * chord * (1.0 - 4.0 * u)) : 0.f;
+    reach = root * (1.0 + 0x1.0p-50) + 0x1.0p-49;
   }
 };
 
-/// A lower bound on the float64 squared chord (chord2) from p to any reference in the capsule: the
-/// distance to its segment less its radius, squared; 2^-49 covers the rounding of chord2 and of the
-/// square.
-__device__ __forceinline__ double capsule_chord2_below(vec4<double> const& p, tree_capsule const& capsule)
+/// How far within reach a capsule lies, in squared distance: (reach + radius)² − |p − segment|², at most
+/// 0 when no reference in it can enter the list (a point within `radius` of the segment lies at least
+/// |p − segment| − radius away from p; 2^-48 covers the rounding of the square).
+__device__ __forceinline__ double capsule_room(vec4<double> const& p, tree_capsule const& capsule, search_bounds const& bounds)
 {
-  double const chord = segment_distance_below(p, capsule.a, capsule.b) - capsule.a.w;
-  return chord > 0.0 ? chord * chord * (1.0 - 0x1.0p-49) : 0.0;
+  double const limit = bounds.reach + capsule.a.w;
+  return limit * limit * (1.0 + 0x1.0p-48) - offset_to_segment(p, capsule.a, capsule.b, capsule.b.w).squared;
 }
 
 /// How much room a box leaves below a list whose worst entry is `worst` (float64 squared chord), for a
@@ -405,12 +414,13 @@ __device__ __forceinline__ unsigned box_room(float3 const& p, vec4<double> const
   float const bound = box_distance2(p, box);
   if (!(bound <= bounds.upper)) { return 0u; }
   if (bound < bounds.lower) { return __float_as_uint(bounds.upper - bound) + 1u; }
+  double const along = capsule_room(precise_p, capsule, bounds);
+  if (!(along >= 0.0)) { return 0u; }
   vec4<double> const low = precise_box.low, high = precise_box.high;
   double const dx = fmax(fmax(low.x - precise_p.x, precise_p.x - high.x), 0.0);
   double const dy = fmax(fmax(low.y - precise_p.y, precise_p.y - high.y), 0.0);
   double const dz = fmax(fmax(low.z - precise_p.z, precise_p.z - high.z), 0.0);
-  double const box_below = fma(dx, dx, fma(dy, dy, dz * dz)) * (1.0 - 0x1.0p-48);
-  double const room = worst - fmax(box_below, capsule_chord2_below(precise_p, capsule));
+  double const room = fmin(worst - fma(dx, dx, fma(dy, dy, dz * dz)) * (1.0 - 0x1.0p-48), along);
   return room >= 0.0 ? __float_as_uint(__double2float_rd(room)) + 1u : 0u;
 }
 
