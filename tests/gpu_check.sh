@@ -15,7 +15,9 @@
 # The shape fuzz (test_shape_fuzz.cu) runs under every tool with STREAMKIT_SANITIZER_FUZZ_SHAPES random
 # shapes per family (default 20) and without its giant shapes; racecheck, which instruments every
 # shared-memory access, also without its fixed extreme shapes (the plain pass and the other tools run them).
-# STREAMKIT_GPU_CHECK_STEPS picks the steps (default "tests memcheck synccheck initcheck racecheck").
+# STREAMKIT_GPU_CHECK_STEPS picks the steps (default "tests memcheck synccheck initcheck racecheck");
+# STREAMKIT_RACECHECK_SHARD=i/n runs racecheck over every n-th test only (see below), and
+# STREAMKIT_RACECHECK_TESTS (a gtest filter, default every test) over those it selects.
 # Each memcheck, synccheck and initcheck run is limited to STREAMKIT_SANITIZER_TIMEOUT seconds (default
 # 300; the whole suite takes under 60 s per tool on an H100) and a run that goes over is killed and
 # reported as a failure naming the test it was in. racecheck runs each test in a process of its own,
@@ -93,8 +95,13 @@ done
 if [[ $steps == *" racecheck "* ]]; then
   # racecheck: one process per test, each run again after a hang, twice at most.
   mkdir -p "$logs/racecheck"
-  race_tests=$("$binary" --gtest_list_tests --gtest_filter="$slow_filter" |
+  race_tests=$("$binary" --gtest_list_tests --gtest_filter="${STREAMKIT_RACECHECK_TESTS:-*}$slow_filter" |
     awk '/^[^ ].*\.( |$)/ { suite = $1; next } /^  [^ ]/ { print suite $1 }')
+  # STREAMKIT_RACECHECK_SHARD=i/n: only every n-th test from the i-th (0-based), to spread racecheck
+  # over several runs of this script.
+  if [ -n "${STREAMKIT_RACECHECK_SHARD:-}" ]; then
+    race_tests=$(printf '%s\n' $race_tests | awk -v shard="${STREAMKIT_RACECHECK_SHARD%/*}" -v shards="${STREAMKIT_RACECHECK_SHARD#*/}" '(NR - 1) % shards == shard')
+  fi
   race_count=0
   race_hazards=0
   race_skipped=0
