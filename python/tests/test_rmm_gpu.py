@@ -36,6 +36,12 @@ def counts():
     return {"total": get("total_count"), "current": get("current_count")}
 
 
+def owner(array):
+    """What owns a CuPy array's memory (UnownedMemory keeps it as _owner in CuPy 14)."""
+    memory = array.data.mem
+    return type(getattr(memory, "owner", None) or getattr(memory, "_owner", None)).__name__
+
+
 def points(rng, n):
     return np.stack([rng.uniform(-90, 90, n), rng.uniform(-180, 180, n)], axis=1)
 """
@@ -69,7 +75,7 @@ out["nearest"] = {
     "allocations": after["total"] - before["total"],
     "live": after["current"] - before["current"],
     "pool_high": _streamkit._default_pool_used_high(0, False),
-    "results_from_rmm": [type(a.data.mem.owner).__name__ for a in (indices, distances)],
+    "results_from_rmm": [owner(a) for a in (indices, distances)],
     "same_as_default": bool(np.array_equal(cupy.asnumpy(indices), want_i) and np.array_equal(cupy.asnumpy(distances), want_d)),
 }
 
@@ -84,7 +90,7 @@ for _ in range(5):
     scaler.transform(X, out=target)
 cupy.cuda.Device().synchronize()
 out["minmax"] = {
-    "result_from_rmm": type(scaled.data.mem.owner).__name__,
+    "result_from_rmm": owner(scaled),
     "steady_allocations": counts()["total"] - before["total"],
     "close": bool(cupy.allclose(scaled, target)),
 }
