@@ -37,7 +37,7 @@ def counts():
 
 
 def owner(array):
-    """What owns a CuPy array's memory (UnownedMemory keeps it as _owner in CuPy 14)."""
+    # What owns a CuPy array's memory (CuPy 14's UnownedMemory keeps it as _owner).
     memory = array.data.mem
     return type(getattr(memory, "owner", None) or getattr(memory, "_owner", None)).__name__
 
