@@ -18,9 +18,10 @@
 #   CMAKE_BUILD_PARALLEL_LEVEL      parallel compile jobs
 #
 # The manylinux tag comes from the glibc and libstdc++ of the build machine (auditwheel picks the
-# oldest that the extension's symbols allow): manylinux_2_35 on Debian 12 with GCC 12. For the widest reach (manylinux_2_28: RHEL 8,
-# Ubuntu 20.04) run this script inside the quay.io/pypa/manylinux_2_28_x86_64 image with the CUDA 13
-# toolkit installed there.
+# oldest that the extension's symbols allow): manylinux_2_35 on Debian 12 with GCC 12. For a wider
+# reach (manylinux_2_28: RHEL 8 and 9, Ubuntu 20.04) the script would run inside the
+# quay.io/pypa/manylinux_2_28_x86_64 image with the CUDA 13 toolkit installed there (not tried: the
+# dev machine has no container runtime).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
