@@ -15,9 +15,10 @@
 namespace streamkit_test {
 
 template <class T>
-streamkit::device_buffer<T> to_device(std::vector<T> const& host, streamkit::stream_ref stream)
+streamkit::device_buffer<T> to_device(std::vector<T> const& host, streamkit::stream_ref stream,
+                                      streamkit::device_resource_ref resource = streamkit::default_device_resource())
 {
-  streamkit::device_buffer<T> buffer(host.size(), stream);
+  streamkit::device_buffer<T> buffer(host.size(), stream, resource);
   buffer.copy_from_host_async(cuda::std::span<T const>(host.data(), host.size()), stream);
   return buffer;
 }

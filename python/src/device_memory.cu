@@ -1,4 +1,5 @@
 #include "device_memory.hpp"
+#include "device_support.hpp"
 
 #include <streamkit/core/error.hpp>
 
@@ -11,12 +12,13 @@
 
 namespace streamkit_python {
 
-void retain_freed_device_memory(int device)
+void prepare_device(int device)
 {
   static std::mutex mutex;
   static std::vector<bool> done;
   std::lock_guard<std::mutex> const lock(mutex);
   if (static_cast<std::size_t>(device) < done.size() && done[static_cast<std::size_t>(device)]) { return; }
+  require_supported(device);
   cudaMemPool_t pool = nullptr;
   STREAMKIT_CUDA_TRY(cudaDeviceGetMemPool(&pool, device));
   std::uint64_t threshold = 0;

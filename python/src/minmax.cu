@@ -96,7 +96,7 @@ template <class T>
 void scaler<T>::fit_async(int device, matrix_ref<T const> x, bool reset, cudaStream_t stream)
 {
   streamkit::device_guard const guard(device);
-  retain_freed_device_memory(device);
+  prepare_device(device);
   expect_stream_of(device, stream);
   if (reset) {
     state_->fitted.fit_async(x, streamkit::stream_ref(stream));
@@ -110,7 +110,7 @@ template <class T>
 void scaler<T>::transform_async(int device, matrix_ref<T const> x, matrix_ref<T> out, bool inverse, cudaStream_t stream)
 {
   streamkit::device_guard const guard(device);
-  retain_freed_device_memory(device);
+  prepare_device(device);
   expect_stream_of(device, stream);
   if (inverse) {
     state_->fitted.inverse_transform_async(x, out, streamkit::stream_ref(stream));
@@ -155,7 +155,7 @@ void scaler<T>::fit_host(matrix_ref<T const> x, bool reset)
 {
   int const device = device_.load() >= 0 ? device_.load() : 0;
   streamkit::device_guard const guard(device);
-  retain_freed_device_memory(device);
+  prepare_device(device);
   std::lock_guard const lock(state_->staging_lock);
   run_host(state_->fitted, state_->staging_on(device), x, matrix_ref<T>{}, reset ? host_fit::reset : host_fit::accumulate, false);
   device_.store(device);
@@ -167,7 +167,7 @@ void scaler<T>::transform_host(matrix_ref<T const> x, matrix_ref<T> out, bool in
   int const device = device_.load();
   STREAMKIT_EXPECTS(device >= 0, std::logic_error, "transform() before fit()");
   streamkit::device_guard const guard(device);
-  retain_freed_device_memory(device);
+  prepare_device(device);
   std::lock_guard const lock(state_->staging_lock);
   run_host(state_->fitted, state_->staging_on(device), x, out, host_fit::none, inverse);
 }
@@ -177,7 +177,7 @@ void scaler<T>::fit_transform_host(matrix_ref<T const> x, matrix_ref<T> out)
 {
   int const device = device_.load() >= 0 ? device_.load() : 0;
   streamkit::device_guard const guard(device);
-  retain_freed_device_memory(device);
+  prepare_device(device);
   std::lock_guard const lock(state_->staging_lock);
   run_host(state_->fitted, state_->staging_on(device), x, out, host_fit::reset, false);
   device_.store(device);

@@ -4,10 +4,14 @@
 // arrays and check every argument before any CUDA call.
 
 #include "common.hpp"
+#include "device_support.hpp"
+
+#include <streamkit_build_info.hpp>
 
 #include <streamkit/core/device.hpp>
 #include <streamkit/core/error.hpp>
 
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -109,6 +113,33 @@ made_array view_cuda_array_interface(nb::handle owner, nb::dict interface, char 
   return cuda_view(owner, pointer, shape, strides, type, device);
 }
 
+/// streamkit.build_info(): how this extension was built.
+nb::dict build_info()
+{
+  nb::dict info;
+  auto const names = [](std::vector<std::string> const& list, char const* prefix) {
+    nb::list out;
+    for (auto const& name : list) { out.append(nb::str((prefix + name).c_str())); }
+    return out;
+  };
+  info["cuda_architectures"] = nb::str(streamkit_python::build::cuda_architectures);
+  info["sass"] = names(this_build().sass, "sm_");
+  info["ptx"] = names(this_build().ptx, "compute_");
+  info["cuda_version"] = nb::str((std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10)).c_str());
+  info["cuda_runtime"] = nb::str("static");
+  info["cuda_compiler"] = nb::str(streamkit_python::build::cuda_compiler);
+  info["host_compiler"] = nb::str(streamkit_python::build::host_compiler);
+  info["wheel"] = streamkit_python::build::wheel;
+  return info;
+}
+
+/// The build's architectures, or the given ones (the tests' hook), as build_architectures.
+build_architectures architectures_of(std::optional<std::vector<std::string>> const& sass,
+                                     std::optional<std::vector<std::string>> const& ptx)
+{
+  return {sass ? *sass : this_build().sass, ptx ? *ptx : this_build().ptx};
+}
+
 }  // namespace
 
 NB_MODULE(_streamkit, m)
@@ -136,11 +167,47 @@ NB_MODULE(_streamkit, m)
       PyErr_SetObject(cuda_error_type, exc.ptr());
     } catch (streamkit::bad_alloc const& e) {
       PyErr_SetString(PyExc_MemoryError, e.what());
+    } catch (unsupported_device const& e) {
+      // A CudaError as the driver's missing kernel image would be, with a message that says why.
+      nb::object type = nb::borrow(cuda_error_type);
+      nb::object exc = type(nb::str(e.what()));
+      exc.attr("code") = static_cast<int>(cudaErrorNoKernelImageForDevice);
+      exc.attr("name") = nb::str(cudaGetErrorName(cudaErrorNoKernelImageForDevice));
+      exc.attr("call") = nb::str("streamkit's check at the first use of the device");
+      exc.attr("file") = nb::str("");
+      exc.attr("line") = 0;
+      PyErr_SetObject(cuda_error_type, exc.ptr());
     }
   });
 
   m.def("device_count", &streamkit::device_count,
         "The number of visible CUDA devices; 0 (never an error) without a driver or a GPU.");
+
+  m.def("_build_info", &build_info, "How this extension was built (streamkit.build_info()).");
+  m.def(
+    "_architecture_support",
+    [](int major, int minor, std::vector<std::string> const& sass, std::vector<std::string> const& ptx) {
+      return how_it_runs(major, minor, build_architectures{sass, ptx});
+    },
+    nb::arg("major"), nb::arg("minor"), nb::arg("sass"), nb::arg("ptx"),
+    "How a build with machine code for `sass` and PTX for `ptx` (e.g. ['75', '90a']) runs on compute capability "
+    "major.minor, or None where nothing in it runs.");
+  m.def(
+    "_unsupported_message",
+    [](std::string const& device, int major, int minor, std::vector<std::string> const& sass, std::vector<std::string> const& ptx) {
+      return unsupported_message(device, major, minor, build_architectures{sass, ptx});
+    },
+    nb::arg("device"), nb::arg("major"), nb::arg("minor"), nb::arg("sass"), nb::arg("ptx"),
+    "The message of the error raised at the first use of a device the build does not run on.");
+  m.def(
+    "_device_support",
+    [](int device, std::optional<std::vector<std::string>> const& sass, std::optional<std::vector<std::string>> const& ptx) {
+      auto const build = architectures_of(sass, ptx);
+      nb::gil_scoped_release release;
+      return sass || ptx ? require_supported(device, build) : require_supported(device);
+    },
+    nb::arg("device"), nb::arg("sass") = nb::none(), nb::arg("ptx") = nb::none(),
+    "How this build (or one with the given architectures) runs on `device`; raises CudaError where it does not.");
 
   register_nearest(m);
   register_minmax(m);
@@ -165,10 +232,29 @@ NB_MODULE(_streamkit, m)
     },
     nb::arg("stream"), nb::arg("device"), "Waits for a stream (a cudaStream_t as an int; 0: the legacy default stream).");
 
+  m.def(
+    "_default_pool_used_high",
+    [](int device, bool reset) {
+      cudaMemPool_t pool = nullptr;
+      STREAMKIT_CUDA_TRY(cudaDeviceGetDefaultMemPool(&pool, device));
+      std::uint64_t bytes = 0;
+      if (reset) {
+        STREAMKIT_CUDA_TRY(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &bytes));
+        return bytes;
+      }
+      STREAMKIT_CUDA_TRY(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &bytes));
+      return bytes;
+    },
+    nb::arg("device"), nb::arg("reset"),
+    "Test hook: the high-water mark of memory in use from the device's default memory pool (where streamkit's default "
+    "resource allocates), or resets it to 0.");
+
   // Test hooks: raise what a failing CUDA call raises, so the translation is testable without a GPU.
   m.def(
     "_raise_cuda_error", [](int code) { throw streamkit::cuda_error(static_cast<cudaError_t>(code), "test_call()", "test.cu", 1); },
     nb::arg("code"));
+  m.def(
+    "_raise_unsupported_device", [](std::string const& message) { throw unsupported_device(message); }, nb::arg("message"));
   m.def(
     "_raise_bad_alloc", [](int code) { throw streamkit::bad_alloc(static_cast<cudaError_t>(code), "test_alloc()", "test.cu", 1); },
     nb::arg("code"));

@@ -1,6 +1,7 @@
 // The CUDA side of streamkit.nearest and streamkit.NearestIndex, compiled by nvcc.
 
 #include "nearest.hpp"
+#include "callback_resource.hpp"
 #include "device_memory.hpp"
 #include "shared_dispatcher.hpp"
 
@@ -16,11 +17,17 @@ using streamkit::points_ref;
 
 template <class T>
 void nearest_async(int device, points_ref<T> observations, points_ref<T> references, neighbors_ref<std::int64_t, T> result,
-                   streamkit::nearest_options const& options, cudaStream_t stream)
+                   streamkit::nearest_options const& options, cudaStream_t stream, allocation_callbacks const* temporaries)
 {
   streamkit::device_guard const guard(device);
-  retain_freed_device_memory(device);
-  streamkit::nearest_neighbor_async(observations, references, result, options, streamkit::stream_ref(stream));
+  prepare_device(device);
+  if (temporaries == nullptr) {
+    streamkit::nearest_neighbor_async(observations, references, result, options, streamkit::stream_ref(stream));
+    return;
+  }
+  callback_resource framework(*temporaries);
+  streamkit::nearest_neighbor_async(observations, references, result, options, streamkit::stream_ref(stream),
+                                    streamkit::device_resource_ref(framework));
 }
 
 template <class T>
@@ -48,7 +55,7 @@ template <class T>
 device_index<T>::device_index(int device, points_ref<T> references, streamkit::nearest_options const& options, cudaStream_t stream)
 {
   streamkit::device_guard const guard(device);
-  retain_freed_device_memory(device);
+  prepare_device(device);
   state_ = std::make_unique<state>(device, references, options, stream);
 }
 
@@ -129,7 +136,7 @@ std::size_t host_index<T>::size() const noexcept
 
 #define STREAMKIT_PYTHON_INSTANTIATE(T)                                                                                       \
   template void nearest_async<T>(int, points_ref<T>, points_ref<T>, neighbors_ref<std::int64_t, T>,                          \
-                                 streamkit::nearest_options const&, cudaStream_t);                                            \
+                                 streamkit::nearest_options const&, cudaStream_t, allocation_callbacks const*);               \
   template void nearest_host<T>(points_ref<T>, points_ref<T>, neighbors_ref<std::int64_t, T>, streamkit::nearest_options const&); \
   template class device_index<T>;                                                                                             \
   template class host_index<T>;

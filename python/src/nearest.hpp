@@ -3,6 +3,8 @@
 // its CUDA code (nearest.cu, nvcc): plain C++ declarations on streamkit's views, nothing of
 // nanobind or of the .cuh headers.
 
+#include "allocation_callbacks.hpp"
+
 #include <streamkit/spatial/nearest_options.hpp>
 #include <streamkit/spatial/points.hpp>
 
@@ -15,11 +17,13 @@
 namespace streamkit_python {
 
 /// streamkit::nearest_neighbor_async on `device` (made current for the call) and `stream`; never
-/// waits for the device. Explicitly instantiated for float and double in nearest.cu, as is all below.
+/// waits for the device. Its temporaries come from `temporaries` (the framework's allocator) when
+/// given, else from streamkit's default resource. Explicitly instantiated for float and double in
+/// nearest.cu, as is all below.
 template <class T>
 void nearest_async(int device, streamkit::points_ref<T> observations, streamkit::points_ref<T> references,
                    streamkit::neighbors_ref<std::int64_t, T> result, streamkit::nearest_options const& options,
-                   cudaStream_t stream);
+                   cudaStream_t stream, allocation_callbacks const* temporaries = nullptr);
 
 /// The search of host arrays over every visible GPU (the process's shared dispatcher); waits.
 template <class T>

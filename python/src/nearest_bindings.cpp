@@ -13,8 +13,11 @@
 #include <chrono>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
+#include <unordered_map>
+#include <utility>
 
 namespace streamkit_python {
 
@@ -130,20 +133,57 @@ std::size_t check_table(out_array const& a, char const* name, nb::dlpack::dtype 
 
 /// Where a search of `o` with k neighbours writes, and on which stream: `place(n, dtype, on_cuda,
 /// device)` (the package's callable: it allocates results or takes out=, and picks the stream) returns
-/// (indices, distances, stream), called once the inputs have passed their checks. The pair is either
-/// two arrays (out=), checked here, or the two addresses of dense (n, k) results the package has just
-/// allocated.
+/// (indices, distances, stream[, temporaries]), called once the inputs have passed their checks. The
+/// pair is either two arrays (out=), checked here, or the two addresses of dense (n, k) results the
+/// package has just allocated; `temporaries`, when not None, allocates streamkit's temporaries in the
+/// caller's framework.
 struct placement {
   out_array indices;
   out_array distances;
   std::size_t row = 0;
   std::uintptr_t stream = 0;
+  nb::object temporaries;  // the 4th item, when given: allocate(nbytes) -> (address, owner), or None
+};
+
+/// streamkit's temporaries through the package's callable `allocate(nbytes) -> (address, owner)`
+/// (the framework's allocator, on the call's stream): each owner is kept until streamkit releases
+/// its memory, and dropping it gives the memory back in the order of that stream.
+struct python_allocations {
+  nb::object allocate;
+  std::unordered_map<void*, nb::object> owners;
+
+  static void* allocate_callback(void* context, std::size_t bytes, cudaStream_t)
+  {
+    auto& self = *static_cast<python_allocations*>(context);
+    nb::gil_scoped_acquire const gil;
+    std::string failure;
+    try {
+      auto const made = nb::cast<nb::tuple>(self.allocate(bytes));
+      void* const memory = reinterpret_cast<void*>(nb::cast<std::uintptr_t>(made[0]));
+      self.owners[memory] = nb::borrow(made[1]);
+      return memory;
+    } catch (nb::python_error const& e) {
+      failure = e.what();
+    } catch (nb::cast_error const&) {
+      failure = "it did not return (address, owner)";
+    }
+    std::string const call = "the framework's allocator for " + std::to_string(bytes) + " bytes of streamkit's temporaries: " + failure;
+    throw streamkit::bad_alloc(cudaErrorMemoryAllocation, call.c_str(), __FILE__, __LINE__);
+  }
+
+  static void deallocate_callback(void* context, void* memory) noexcept
+  {
+    auto& self = *static_cast<python_allocations*>(context);
+    nb::gil_scoped_acquire const gil;
+    self.owners.erase(memory);
+  }
 };
 
 placement place_results(nb::handle place, std::size_t k, points_info const& o)
 {
   auto const placed = nb::cast<nb::tuple>(place(o.count, dtype_text(o.is_double), o.on_cuda, o.device));
   auto const stream = nb::cast<std::uintptr_t>(placed[2]);
+  nb::object temporaries = placed.size() > 3 ? nb::borrow<nb::object>(placed[3]) : nb::object(nb::none());
   if (nb::isinstance<nb::int_>(placed[0])) {
     // Results the package has just allocated, dense (n, k), where the observations are: their addresses.
     auto const dense = [&](nb::handle address, nb::dlpack::dtype type) {
@@ -152,7 +192,7 @@ placement place_results(nb::handle place, std::size_t k, points_info const& o)
                        o.on_cuda ? nb::device::cuda::value : nb::device::cpu::value, o.device);
     };
     return {dense(placed[0], nb::dtype<std::int64_t>()), dense(placed[1], o.is_double ? nb::dtype<double>() : nb::dtype<float>()), k,
-            stream};
+            stream, std::move(temporaries)};
   }
   auto idx = as_array<out_array>(placed[0], "indices");
   auto dst = as_array<out_array>(placed[1], "distances");
@@ -163,7 +203,7 @@ placement place_results(nb::handle place, std::size_t k, points_info const& o)
     value_error("distances", "row stride " + std::to_string(row_d) + " elements differs from the indices' " + std::to_string(row_i) +
                                " (streamkit writes both with one row stride)");
   }
-  return {idx, dst, row_i, stream};
+  return {idx, dst, row_i, stream, std::move(temporaries)};
 }
 
 template <class T>
@@ -209,9 +249,15 @@ void run_nearest(in_array const& obs, in_array const& ref, placement const& out,
   auto const observations = points_view<T>(obs, angle);
   auto const references = points_view<T>(ref, angle);
   auto const result = result_view<T>(out, o.count, k);
+  std::optional<python_allocations> framework;
+  allocation_callbacks callbacks;
+  if (o.on_cuda && out.temporaries.is_valid() && !out.temporaries.is_none()) {
+    framework.emplace(python_allocations{out.temporaries, {}});
+    callbacks = {&*framework, &python_allocations::allocate_callback, &python_allocations::deallocate_callback};
+  }
   nb::gil_scoped_release release;
   if (o.on_cuda) {
-    nearest_async<T>(o.device, observations, references, result, options, stream_of(out.stream));
+    nearest_async<T>(o.device, observations, references, result, options, stream_of(out.stream), framework ? &callbacks : nullptr);
   } else {
     nearest_host<T>(observations, references, result, options);
   }

@@ -12,7 +12,7 @@ shared_dispatcher lock_shared_dispatcher()
   std::unique_lock<std::mutex> lock(mutex);
   if (workers == nullptr) {
     workers = new streamkit::dispatcher();
-    for (int device : workers->devices()) { retain_freed_device_memory(device); }
+    for (int device : workers->devices()) { prepare_device(device); }
   }
   return {*workers, std::move(lock)};
 }

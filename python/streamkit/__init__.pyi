@@ -12,6 +12,7 @@ class CudaError(RuntimeError):
     line: int
 
 def device_count() -> int: ...
+def build_info() -> dict[str, Any]: ...
 def nearest(
     observations: Any,
     references: Any,

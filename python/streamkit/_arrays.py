@@ -130,6 +130,60 @@ def empty(like, shape, dtype, device, on_cuda):
     return _streamkit._device_empty(tuple(shape), dtype, device)
 
 
+class _TorchMemory:
+    """Owns memory from torch's current allocator (torch.cuda.caching_allocator_alloc) until dropped."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    def __del__(self):
+        _torch_types()["module"].cuda.caching_allocator_delete(self.ptr)
+
+
+def temporaries(like, device, handle):
+    """An allocator of streamkit's temporaries in `like`'s framework, ``allocate(nbytes) -> (address,
+    owner)`` on stream `handle`, when the caller has replaced the framework's allocator (CuPy:
+    ``cupy.cuda.set_allocator``, e.g. RMM's ``rmm_cupy_allocator``; PyTorch: a pluggable allocator,
+    e.g. RMM's ``rmm_torch_allocator``); else None: they come from streamkit's own pool (the
+    device's cudaMallocAsync pool), as with the frameworks' default allocators, which keep pools of
+    their own. Dropping an owner gives the memory back in the order of `handle` (the temporaries of a
+    call live on its stream)."""
+    name = framework(like)
+    if name == "cupy":
+        import cupy
+
+        if getattr(cupy.cuda.get_allocator(), "__self__", None) is cupy.get_default_memory_pool():
+            return None
+        stream = cupy.cuda.ExternalStream(handle, device) if handle else None
+
+        def allocate_cupy(nbytes):
+            with cupy.cuda.Device(device):
+                if stream is None:
+                    memory = cupy.cuda.alloc(nbytes)  # the legacy default stream is CuPy's null stream
+                else:
+                    with stream:
+                        memory = cupy.cuda.alloc(nbytes)
+            return memory.ptr, memory
+
+        return allocate_cupy
+    if name == "torch":
+        types = _torch_types()
+        if "pluggable" not in types:  # fixed once the allocator is in use, as it is for `like`
+            types["pluggable"] = types["module"].cuda.get_allocator_backend() == "pluggable"
+        if not types["pluggable"]:
+            return None
+        caching_allocator_alloc = types["module"].cuda.caching_allocator_alloc
+
+        def allocate_torch(nbytes):
+            ptr = caching_allocator_alloc(nbytes, device, handle)
+            return ptr, _TorchMemory(ptr)
+
+        return allocate_torch
+    return None
+
+
 def data_pointer(array):
     """The device address of an array `empty` made in CuPy, PyTorch or Numba (C-contiguous), else None."""
     name = framework(array)

@@ -51,7 +51,7 @@ class _Placement:
     (n, dtype, on_cuda, device), it takes `out` or allocates results in `like`'s framework, and picks
     the stream; `results()` hands them back."""
 
-    def __init__(self, like, k, stream, out):
+    def __init__(self, like, k, stream, out, temporaries=False):
         if out is not None:
             if not isinstance(out, (tuple, list)) or len(out) != 2:
                 raise TypeError("out: expected a pair (indices, distances)")
@@ -59,6 +59,7 @@ class _Placement:
                 if _arrays.framework(array) == "jax":
                     raise TypeError("out: JAX arrays are immutable; leave out=None to get new JAX arrays")
         self._like, self._k, self._stream, self._out = like, k, stream, out
+        self._temporaries = temporaries
 
     def __call__(self, n, dtype, on_cuda, device):
         self._handle = _arrays.stream_handle(self._stream, self._like, device) if on_cuda else 0
@@ -68,10 +69,18 @@ class _Placement:
                           _arrays.empty(self._like, (n, self._k), dtype, device, on_cuda))
             pointers = (_arrays.data_pointer(self._pair[0]), _arrays.data_pointer(self._pair[1]))
             if None not in pointers:  # made here, dense (n, k): the compiled module needs only the addresses
-                return pointers + (self._handle,)
+                return pointers + (self._handle, self._allocator(on_cuda, device))
         else:
             self._pair = tuple(self._out)
-        return (_arrays.as_dlpack(self._pair[0], "out[0]"), _arrays.as_dlpack(self._pair[1], "out[1]"), self._handle)
+        return (_arrays.as_dlpack(self._pair[0], "out[0]"), _arrays.as_dlpack(self._pair[1], "out[1]"), self._handle,
+                self._allocator(on_cuda, device))
+
+    def _allocator(self, on_cuda, device):
+        """Where the search's temporaries come from: the framework's allocator when the caller has
+        replaced it (e.g. with RMM's), else None (streamkit's own pool)."""
+        if not (self._temporaries and on_cuda):
+            return None
+        return _arrays.temporaries(self._like, device, self._handle)
 
     def results(self):
         if self._out is None:
@@ -109,7 +118,10 @@ def nearest(observations, references, k=1, *, angle="degrees", distance="km", ex
         Arrays of shape (n, k), int64 and the coordinates' dtype, where the observations are, with
         column stride 1 and one row stride; written in place and returned (not JAX arrays: they are
         immutable). None: new arrays in the observations' framework (CuPy, PyTorch, Numba, NumPy
-        from their own allocators; JAX from memory streamkit allocates).
+        from their own allocators; JAX from memory streamkit allocates). The search's temporaries
+        come from streamkit's pool (the device's cudaMallocAsync pool), or from the framework's
+        allocator when the caller has replaced CuPy's (``cupy.cuda.set_allocator``) or PyTorch's (a
+        pluggable allocator), e.g. with RMM's ``rmm.allocators.cupy`` / ``rmm.allocators.torch``.
 
     Returns
     -------
@@ -132,7 +144,7 @@ def nearest(observations, references, k=1, *, angle="degrees", distance="km", ex
         Any other CUDA failure.
     """
     k, angle_code, distance_code, limit = _options(k, angle, distance, max_distance)
-    placement = _Placement(observations, k, stream, out)
+    placement = _Placement(observations, k, stream, out, temporaries=True)
     _streamkit._nearest(
         _arrays.as_dlpack(observations, "observations"), _arrays.as_dlpack(references, "references"), k, angle_code,
         distance_code, bool(exact), limit, placement,

@@ -216,15 +216,39 @@ def test_torch_current_stream_orders_the_search_after_its_pending_kernel():
     check(indices.cpu().numpy(), distances.cpu().numpy(), obs, ref, 1, np.float64)
 
 
-def test_cupy_inputs_are_not_copied(counting_cupy_allocations):
-    """Every allocation from CuPy's allocator is counted: a search makes its two results and nothing
-    else (no copy of the inputs, no temporary), and the inputs are read where they are."""
+def test_cupy_allocates_the_results_and_gives_the_temporaries_back(counting_cupy_allocations):
+    """Every allocation from CuPy's allocator is counted. A replaced allocator (this counting one, as
+    RMM's would be) also serves streamkit's temporaries: the search makes its two results first,
+    then its temporaries, and by the end only the results remain in use."""
     cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
     rng = np.random.default_rng(19)
     obs, ref = cupy.asarray(random_points(rng, 100_000)), cupy.asarray(random_points(rng, 50_000))
+    pool = cupy.get_default_memory_pool()
     with counting_cupy_allocations() as sizes:
+        used = pool.used_bytes()
         indices, distances = streamkit.nearest(obs, ref, 2)
-    assert sizes == [indices.nbytes, distances.nbytes]
+        cupy.cuda.Device().synchronize()
+        in_use = pool.used_bytes() - used
+    assert sizes[:2] == [indices.nbytes, distances.nbytes]
+    assert len(sizes) > 2, "the temporaries come from the replaced allocator"
+    rounded = lambda n: -(-n // 512) * 512  # noqa: E731  (CuPy's pool rounds to 512 bytes)
+    assert in_use == rounded(indices.nbytes) + rounded(distances.nbytes)
+
+
+def test_cupy_default_pool_serves_only_the_results():
+    """With CuPy's own pool (not replaced), a search allocates its two results there and its
+    temporaries from streamkit's pool: CuPy's pool grows by the results only."""
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
+    rng = np.random.default_rng(29)
+    obs, ref = cupy.asarray(random_points(rng, 100_000)), cupy.asarray(random_points(rng, 50_000))
+    pool = cupy.get_default_memory_pool()
+    cupy.cuda.Device().synchronize()
+    pool.free_all_blocks()
+    total = pool.total_bytes()
+    indices, distances = streamkit.nearest(obs, ref, 2)
+    cupy.cuda.Device().synchronize()
+    rounded = lambda n: -(-n // 512) * 512  # noqa: E731
+    assert pool.total_bytes() - total == rounded(indices.nbytes) + rounded(distances.nbytes)
 
 
 def test_torch_inputs_are_not_copied():

@@ -2,8 +2,9 @@
 /// @file resource.hpp
 /// Where streamkit's device memory comes from: any stream-ordered memory resource of CCCL's
 /// `cuda::mr` interface, passed by reference (`device_resource_ref`). An RMM resource
-/// (`rmm::device_async_resource_ref` is the same type) or one of the caller's own drops in; the
-/// default is the device's stream-ordered pool (cudaMallocAsync).
+/// (`rmm::device_async_resource_ref` of RMM 25.10, built on CCCL 3.0, derives from
+/// `device_resource_ref` and converts implicitly) or one of the caller's own drops in; the default
+/// is the device's stream-ordered pool (cudaMallocAsync).
 ///
 /// CCCL 3.0 keeps `cuda::mr` behind LIBCUDACXX_ENABLE_EXPERIMENTAL_MEMORY_RESOURCE; the streamkit
 /// CMake target defines it (as RMM's does), and this header defines it when nothing else has.

@@ -15,6 +15,7 @@
 #include <streamkit/memory/pinned_buffer.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -94,6 +95,29 @@ matrix_ref<T> columns_of(matrix_ref<T> const& m, std::size_t begin, std::size_t 
   return {m.data + m.offset(0, begin), m.rows, end - begin, m.ld, m.order};
 }
 
+/// A memory resource over one slot of a stream's workspace, for minmax_normalize_async's scratch
+/// (one buffer per call, used on the workspace's stream and released before that stream's next
+/// chunk): the chunks of a stream reuse it, so repeated batches allocate nothing after the first,
+/// and the memory comes from the dispatcher's resource for the device, as every other buffer does.
+class workspace_slot_resource {
+ public:
+  workspace_slot_resource(stream_workspace& workspace, std::size_t slot) noexcept : workspace_(&workspace), slot_(slot) {}
+  void* allocate_async(std::size_t bytes, std::size_t, cuda::stream_ref) { return workspace_->device<std::byte>(bytes, slot_); }
+  void deallocate_async(void*, std::size_t, std::size_t, cuda::stream_ref) noexcept {}  // kept by the workspace
+  void* allocate(std::size_t bytes, std::size_t = device_alignment) { return workspace_->device<std::byte>(bytes, slot_); }
+  void deallocate(void*, std::size_t, std::size_t = device_alignment) noexcept {}
+  [[nodiscard]] bool operator==(workspace_slot_resource const& other) const noexcept
+  {
+    return workspace_ == other.workspace_ && slot_ == other.slot_;
+  }
+  [[nodiscard]] bool operator!=(workspace_slot_resource const& other) const noexcept { return !(*this == other); }
+  friend void get_property(workspace_slot_resource const&, cuda::mr::device_accessible) noexcept {}
+
+ private:
+  stream_workspace* workspace_;
+  std::size_t slot_;
+};
+
 }  // namespace detail
 
 /// Scales inputs[k] into outputs[k] (host memory; outputs[k] may equal inputs[k]) and waits. Each
@@ -155,7 +179,9 @@ void dispatch_minmax_normalize(dispatcher& workers, std::vector<matrix_ref<T con
     T* const device_in = context.workspace.device<T>(count, 0);
     T* const device_out = context.workspace.device<T>(count, 1);
     detail::copy_to_device(context, detail::host_lines_of(in, in_pinned), device_in, 0);
-    minmax_normalize_async(detail::packed<T const>(in, device_in), detail::packed(out, device_out), options, context.stream);
+    detail::workspace_slot_resource scratch(context.workspace, 2);  // the two-pass path's 5 x cols values
+    minmax_normalize_async(detail::packed<T const>(in, device_in), detail::packed(out, device_out), options, context.stream, nullptr,
+                           nullptr, device_resource_ref(scratch));
     detail::copy_to_host<T> const back(context, device_out, detail::host_lines_of(out, out_pinned), 1);
     context.stream.sync();
     back.finish();
