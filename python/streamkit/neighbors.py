@@ -47,16 +47,31 @@ def _xp(array):
 
 
 def _as_points(X, name):
-    """X as an array streamkit takes: CUDA and NumPy arrays as they are, anything else (lists) as a
-    float64 NumPy array."""
-    if hasattr(X, "__dlpack__") or hasattr(X, "__cuda_array_interface__"):
+    """X as an array streamkit takes: CUDA arrays as they are; NumPy arrays of float32 or float64 as
+    they are, of other real dtypes (and lists) as float64, complex and sparse input refused, and
+    host input checked for NaN and infinity, as scikit-learn does."""
+    if type(X).__module__.startswith("scipy.sparse") or hasattr(X, "tocsr"):
+        raise TypeError(f"{name}: sparse data was passed, but dense data is required (sparse input is not supported)")
+    if _arrays.framework(X) != "numpy" and (hasattr(X, "__dlpack__") or hasattr(X, "__cuda_array_interface__")):
         return X
     import numpy
 
-    try:
-        return numpy.asarray(X, dtype=numpy.float64)
-    except (TypeError, ValueError) as error:
-        raise TypeError(f"{name}: expected an array of (latitude, longitude) rows, got {type(X).__name__}") from error
+    array = numpy.asarray(X)
+    if numpy.iscomplexobj(array):
+        raise ValueError(f"{name}: Complex data not supported")
+    if array.dtype not in (numpy.float32, numpy.float64):
+        try:
+            array = array.astype(numpy.float64)
+        except (TypeError, ValueError) as error:
+            raise TypeError(f"{name}: expected an array of (latitude, longitude) rows, got dtype {array.dtype}") from error
+    if array.ndim == 2 and array.shape[1] == 0:
+        raise ValueError(f"{name}: 0 feature(s) (shape={array.shape}) while a minimum of 1 is required.")
+    if array.ndim == 2 and array.shape[1] != 2:
+        raise ValueError(f"{name}: expected shape (n, 2) of (latitude, longitude) rows, got shape {array.shape}: the haversine "
+                         f"metric is defined for n_features = 2, got n_features = {array.shape[1]}")
+    if array.size and not numpy.isfinite(array).all():
+        raise ValueError(f"{name}: Input {name} contains NaN or infinity.")
+    return array
 
 
 class NearestNeighbors:
@@ -127,6 +142,15 @@ class NearestNeighbors:
         defaults = {name: p.default for name, p in inspect.signature(type(self).__init__).parameters.items() if name != "self"}
         changed = ", ".join(f"{name}={value!r}" for name, value in self.get_params().items() if value != defaults[name])
         return f"{type(self).__name__}({changed})"
+
+    def __sklearn_tags__(self):
+        # scikit-learn's default tags (imported only when scikit-learn asks for them).
+        from sklearn.base import BaseEstimator
+
+        tags = BaseEstimator.__sklearn_tags__(self)
+        tags.target_tags.required = False
+        tags.input_tags.allow_nan = False
+        return tags
 
     def __sklearn_is_fitted__(self):
         return hasattr(self, "_fit_X")
@@ -254,13 +278,12 @@ class NearestNeighbors:
         if query_is_train:
             xp = _xp(indices)
             n = int(offsets.shape[0]) - 1
-            sizes = offsets[1:] - offsets[:-1]
-            rows = xp.repeat(xp.arange(n), sizes)
+            rows = xp.searchsorted(offsets[1:], xp.arange(int(indices.shape[0])), side="right")  # each entry's row
             keep = indices != rows
             indices = indices[keep]
             distances = distances[keep] if distances is not None else None
             kept = xp.zeros(n + 1, dtype=offsets.dtype)
-            kept[1:] = xp.cumsum(xp.bincount(rows[keep], minlength=n)) if n > 0 else kept[1:]
+            kept[1:] = xp.cumsum(xp.bincount(rows[keep], minlength=n))
             offsets = kept
         return offsets, indices, distances
 
@@ -298,9 +321,10 @@ class NearestNeighbors:
         shape = (rows, self.n_samples_fit_)
         name = _arrays.framework(like)
         if name == "cupy":
+            import cupy
             import cupyx.scipy.sparse
 
-            return cupyx.scipy.sparse.csr_matrix((data, indices, indptr), shape=shape)
+            return cupyx.scipy.sparse.csr_matrix((data, indices.astype(cupy.int32), indptr.astype(cupy.int32)), shape=shape)
         if name != "numpy":
             raise TypeError(f"graphs come as SciPy (NumPy input) or cupyx.scipy.sparse (CuPy input) matrices, not for {name} arrays")
         import scipy.sparse
