@@ -149,11 +149,7 @@ class brute_force_index : public radius_queries<brute_force_index<T>, T> {
   friend class nearest_index;
   template <class, class>
   friend class radius_queries;
-  // Radius queries (radius_queries.cuh, detail/radius_impl.cuh): the engine answers itself.
-  template <class F>
-  void radius_dispatch(std::size_t, stream_ref, F&& f) { f(*this); }
-  template <class F>
-  void radius_dispatch(std::size_t, F&& f) const { f(*this); }
+  // Radius queries (radius_queries.cuh, detail/radius_impl.cuh): the engine's pass and data.
   void radius_used(stream_ref stream) noexcept { references_.set_stream(stream); }
   [[nodiscard]] std::size_t radius_scratch_bytes(std::size_t n) const;
   template <class Index>

@@ -24,8 +24,9 @@
 ///   back when a row exceeds radius_options::max_per_row or the total radius_options::max_total,
 ///   before the second pass: nothing is ever cut silently. radius_count_async() only counts.
 /// - Working memory: the index's scratch (or the caller's nearest_scratch, in the const forms, which
-///   let several streams query one index), from the index's resource. A sorted fill takes about
-///   24 bytes per element of the storage's capacity on top of the result.
+///   let several streams query one index), from the index's resource. A sorted fill takes 32 bytes
+///   per element of the storage's capacity on top of the result (a radix sort of (row, squared chord,
+///   index) keys over the whole result: no segmented sort, which would wait for the device).
 /// - Limits: at most 2^32 − 1 observations per query.
 
 #include <streamkit/core/stream_ref.hpp>
@@ -94,6 +95,18 @@ class radius_queries {
 
  protected:
   radius_queries() = default;
+  /// Calls f(engine) with the engine that answers a query of `n` observations: the index itself,
+  /// unless `Engine` (the front end) hides these with its own choice.
+  template <class F>
+  void radius_dispatch(std::size_t, stream_ref, F&& f)
+  {
+    f(self());
+  }
+  template <class F>
+  void radius_dispatch(std::size_t, F&& f) const
+  {
+    f(self());
+  }
 
  private:
   Engine& self() noexcept { return static_cast<Engine&>(*this); }

@@ -7,6 +7,7 @@
 #include <streamkit/spatial/nearest_neighbor.cuh>
 
 #include <stdexcept>
+#include <string>
 
 namespace streamkit {
 
@@ -32,7 +33,13 @@ template <class F>
 void nearest_index<T>::radius_dispatch(std::size_t n, stream_ref stream, F&& f)
 {
   STREAMKIT_EXPECTS(size() > 0, std::logic_error, "radius query of a moved-from index");
-  if (n > 0) { prepare_radius(n, stream); }
+  if (n > 0) {  // before a tree is built on the stream's device
+    int const stream_device = stream.device();
+    STREAMKIT_EXPECTS(stream_device == brute_force_.device_, std::invalid_argument,
+                      "stream: belongs to device " + std::to_string(stream_device) + " but the reference set to device " +
+                        std::to_string(brute_force_.device_));
+    prepare_radius(n, stream);
+  }
   if (radius_engine_for(n) == search_engine::tree && tree_current_) {
     f(tree_);
   } else {

@@ -14,7 +14,7 @@
 #include <streamkit/spatial/tree_index.cuh>
 
 #include <cub/device/device_scan.cuh>
-#include <cub/device/device_segmented_sort.cuh>
+#include <cub/device/device_radix_sort.cuh>
 
 #include <cmath>
 #include <cstddef>
@@ -72,19 +72,32 @@ inline std::size_t radius_scan_bytes(std::size_t count)
   return bytes;
 }
 
-/// Bytes of CUB's stable segmented sort of `items` pairs in `segments` rows, for both key types the
-/// sorted fill uses (no launch).
-inline std::size_t radius_sort_bytes(std::size_t items, std::size_t segments)
+/// Bytes of CUB's radix sort of `count` radius_sort_key()s on bits [0, end_bit) (no launch).
+inline std::size_t radius_sort_bytes(std::size_t count, int end_bit)
 {
-  std::size_t by_id = 0, by_chord = 0;
-  auto const* offsets = static_cast<std::int64_t const*>(nullptr);
-  STREAMKIT_CUDA_TRY(cub::DeviceSegmentedSort::StableSortPairs(
-    nullptr, by_id, static_cast<std::uint32_t const*>(nullptr), static_cast<std::uint32_t*>(nullptr), static_cast<double const*>(nullptr),
-    static_cast<double*>(nullptr), static_cast<std::int64_t>(items), static_cast<std::int64_t>(segments), offsets, offsets));
-  STREAMKIT_CUDA_TRY(cub::DeviceSegmentedSort::StableSortPairs(
-    nullptr, by_chord, static_cast<double const*>(nullptr), static_cast<double*>(nullptr), static_cast<std::uint32_t const*>(nullptr),
-    static_cast<std::uint32_t*>(nullptr), static_cast<std::int64_t>(items), static_cast<std::int64_t>(segments), offsets, offsets));
-  return by_id > by_chord ? by_id : by_chord;
+  std::size_t bytes = 0;
+  cub::DoubleBuffer<tree_key> keys(nullptr, nullptr);
+  STREAMKIT_CUDA_TRY(cub::DeviceRadixSort::SortKeys(nullptr, bytes, keys, static_cast<std::int64_t>(count), tree_key_bits{}, 0, end_bit));
+  return bytes;
+}
+
+/// Sorts the `count` keys of the double buffer at `keys` (2 × count) on bits [0, end_bit), with
+/// `temporary` of radius_sort_bytes(); where they ended up (ids: null).
+inline sorted_pairs<tree_key> sort_keys(tree_key* keys, std::size_t count, int end_bit, std::byte* temporary, std::size_t temporary_bytes,
+                                        stream_ref stream)
+{
+  cub::DoubleBuffer<tree_key> buffers(keys, keys + count);
+  STREAMKIT_CUDA_TRY(cub::DeviceRadixSort::SortKeys(temporary, temporary_bytes, buffers, static_cast<std::int64_t>(count), tree_key_bits{}, 0,
+                                                    end_bit, stream.value()));
+  return {buffers.Current(), nullptr};
+}
+
+/// The bits a sorted fill of `rows` rows sorts its keys on (radius_sort_key: the row above bit 96).
+inline int radius_sort_end_bit(std::size_t rows)
+{
+  int bits = 0;
+  while (bits < 32 && (std::size_t{1} << bits) < rows) { ++bits; }
+  return 96 + bits;
 }
 
 }  // namespace detail
@@ -222,18 +235,19 @@ void radius_queries<Engine, T>::fill_on(E const& engine, points_ref<T> const& ob
   std::size_t const engine_bytes = align_up(engine.radius_scratch_bytes(n));
   std::size_t const clamped_bytes = align_up((n + 1) * sizeof(std::int64_t));
   std::size_t const cursors_bytes = align_up(n * sizeof(unsigned long long));
-  std::size_t const ids_bytes = sorted ? align_up(2 * capacity * sizeof(std::uint32_t)) : 0;
-  std::size_t const keys_bytes = sorted ? align_up(2 * capacity * sizeof(double)) : 0;
-  std::size_t const sort_bytes = sorted ? radius_sort_bytes(capacity, n) : 0;
-  std::byte* const memory = scratch.reserve(engine_bytes + clamped_bytes + cursors_bytes + ids_bytes + keys_bytes + sort_bytes,
-                                            engine.device_, stream, engine.resource_);
+  std::size_t const keys_bytes = sorted ? align_up(2 * capacity * sizeof(tree_key)) : 0;
+  int const end_bit = radius_sort_end_bit(n);
+  std::size_t const sort_bytes = sorted ? radius_sort_bytes(capacity, end_bit) : 0;
+  std::byte* const memory = scratch.reserve(engine_bytes + clamped_bytes + cursors_bytes + keys_bytes + sort_bytes, engine.device_, stream,
+                                            engine.resource_);
   auto* const clamped = reinterpret_cast<std::int64_t*>(memory + engine_bytes);
   auto* const cursors = reinterpret_cast<unsigned long long*>(memory + engine_bytes + clamped_bytes);
-  std::byte* const sort_memory = memory + engine_bytes + clamped_bytes + cursors_bytes;
-  auto* const ids = reinterpret_cast<std::uint32_t*>(sort_memory);
-  auto* const keys = reinterpret_cast<double*>(sort_memory + ids_bytes);
-  std::byte* const sort_temporary = sort_memory + ids_bytes + keys_bytes;
+  auto* const keys = reinterpret_cast<tree_key*>(memory + engine_bytes + clamped_bytes + cursors_bytes);
+  std::byte* const sort_temporary = memory + engine_bytes + clamped_bytes + cursors_bytes + keys_bytes;
 
+  // A sorted fill sorts the whole storage, one radix sort over (row, chord, id): a slot the fill leaves
+  // alone holds the largest key and sorts last (a segmented sort would wait for the device).
+  if (sorted) { STREAMKIT_CUDA_TRY(cudaMemsetAsync(keys, 0xff, capacity * sizeof(tree_key), stream.value())); }
   radius_clamp_offsets<<<grid_size("radius_clamp_offsets", n + 1, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
     result.offsets, n, capacity, clamped, cursors);
   STREAMKIT_CHECK_LAUNCH();
@@ -246,24 +260,14 @@ void radius_queries<Engine, T>::fill_on(E const& engine, points_ref<T> const& ob
   pass.cursors = cursors;
   pass.index = result.index;
   pass.distance = result.distance;
-  pass.ids = ids;
   pass.keys = keys;
   pass.invalid_count = result.invalid_count;
   engine.radius_run(observations, pass, stream, memory);
   if (!sorted) { return; }
-  // Stable sorts of each row, by reference index, then by squared chord: (chord, index) order.
-  std::uint32_t* const ids_other = ids + capacity;
-  double* const keys_other = keys + capacity;
-  auto const items = static_cast<std::int64_t>(capacity);
-  auto const rows = static_cast<std::int64_t>(n);
-  std::size_t temporary_bytes = sort_bytes;
-  STREAMKIT_CUDA_TRY(cub::DeviceSegmentedSort::StableSortPairs(sort_temporary, temporary_bytes, ids, ids_other, keys, keys_other, items,
-                                                               rows, clamped, clamped + 1, stream.value()));
-  temporary_bytes = sort_bytes;
-  STREAMKIT_CUDA_TRY(cub::DeviceSegmentedSort::StableSortPairs(sort_temporary, temporary_bytes, keys_other, keys, ids_other, ids, items,
-                                                               rows, clamped, clamped + 1, stream.value()));
+  sorted_pairs<tree_key> const order =
+    sort_keys(keys, capacity, end_bit, sort_temporary, sort_bytes, stream);
   radius_finish_sorted<Index, T><<<grid_size("radius_finish_sorted", capacity, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
-    observations, n, clamped, ids, engine.radius_coordinates(), result.index, result.distance, pass.scale);
+    observations, n, clamped, order.keys, engine.radius_coordinates(), result.index, result.distance, pass.scale);
   STREAMKIT_CHECK_LAUNCH();
 }
 

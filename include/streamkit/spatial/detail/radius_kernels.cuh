@@ -9,6 +9,7 @@
 // filter and a float64 squared-chord filter, both wider than any rounding, decide which pairs get the
 // haversine; from r ≥ π × scale on every valid reference is within, without it.
 
+#include <streamkit/spatial/detail/brute_force_knn_kernels.cuh>
 #include <streamkit/spatial/detail/knn_list.cuh>
 #include <streamkit/spatial/detail/nearest_neighbor_kernels.cuh>
 #include <streamkit/spatial/detail/tree_kernels.cuh>
@@ -24,7 +25,7 @@ namespace streamkit::detail {
 enum class radius_mode : int {
   count,          ///< adds each row's count to counts[i] (zeroed by the caller)
   fill_unsorted,  ///< writes index (and distance) at the row's positions, in no particular order
-  fill_sorted,    ///< writes reference ids and squared chords to scratch, sorted and finished later
+  fill_sorted,    ///< writes sort keys (row, squared chord, reference id) to scratch, sorted and finished later
 };
 
 /// The arguments of one radius pass, the same for both engines.
@@ -39,8 +40,7 @@ struct radius_pass {
   unsigned long long* cursors = nullptr;     // brute-force fill: the next position of each row (starts at offsets)
   Index* index = nullptr;           // fill_unsorted
   T* distance = nullptr;            // fill_unsorted, optional
-  std::uint32_t* ids = nullptr;     // fill_sorted
-  double* keys = nullptr;           // fill_sorted: squared chords
+  tree_key* keys = nullptr;         // fill_sorted: radius_sort_key()s
   unsigned long long* invalid_count = nullptr;  // fill: invalid observations are added here when set
 };
 
@@ -88,6 +88,15 @@ struct radius_bounds {
   }
 };
 
+/// The key a sorted fill orders its entries by: row, then squared chord (a non-negative double,
+/// whose bits order as its values do), then reference id, in 128 bits (tree_key, sorted by CUB with
+/// tree_key_bits, most significant first).
+__device__ __forceinline__ tree_key radius_sort_key(std::size_t row, double chord2, std::uint32_t id)
+{
+  auto const bits = static_cast<std::uint64_t>(__double_as_longlong(chord2));
+  return {static_cast<std::uint64_t>(row) << 32 | bits >> 32, bits << 32 | id};
+}
+
 /// Where one observation's found pairs go: counted, or written at its row's positions.
 template <class Index, class T>
 struct radius_sink {
@@ -115,8 +124,7 @@ struct radius_sink {
     ++found;
     if (at >= row_end) { return; }  // storage sized for other offsets: never written past
     if (pass.mode == radius_mode::fill_sorted) {
-      pass.ids[at] = id;
-      pass.keys[at] = c;
+      pass.keys[at] = radius_sort_key(row, c, id);
     } else {
       pass.index[at] = static_cast<Index>(id);
       if (pass.distance != nullptr) {
@@ -163,15 +171,8 @@ __global__ void __launch_bounds__(radius_brute_force_shape::threads)
   radius_sink<Index, T> sink(pass, i, lat, lon, active);
 
   for (std::size_t tile_begin = begin; tile_begin < end; tile_begin += tile) {
-    __syncthreads();
-    for (int t = threadIdx.x; t < tile; t += radius_brute_force_shape::threads) {
-      std::size_t const j = tile_begin + t;
-      float const nan = cuda::std::numeric_limits<float>::quiet_NaN();
-      double const precise_nan = cuda::std::numeric_limits<double>::quiet_NaN();
-      tile_points[t] = j < end ? references[j] : vec4<float>{nan, nan, nan, nan};
-      precise_tile[t] = j < end ? precise_references[j] : vec4<double>{precise_nan, precise_nan, precise_nan, precise_nan};
-    }
-    __syncthreads();
+    load_reference_tile<tile, radius_brute_force_shape::threads>(tile_points, precise_tile, references, precise_references, tile_begin,
+                                                                 end);
     for (int t = 0; t < tile; ++t) {
       if (!(chord2(p.x, p.y, p.z, tile_points[t]) <= bounds.float_filter)) { continue; }
       double const c = chord2(precise_p.x, precise_p.y, precise_p.z, precise_tile[t]);
@@ -310,28 +311,20 @@ static __global__ void radius_largest_row(std::int64_t const* offsets, std::size
   if (local > 0) { atomicMax(largest, local); }
 }
 
-/// The end of a sorted fill: entry e of [0, offsets[n]) (offsets clamped) gets its index from ids[e] and,
-/// when asked for, the float64 haversine of its pair × scale (its row found by a binary search).
+/// The end of a sorted fill: entry e of [0, offsets[n]) (offsets clamped) takes its row and index
+/// from the sorted key and, when asked for, the float64 haversine of its pair × scale.
 template <class Index, class T>
-__global__ void radius_finish_sorted(points_ref<T> observations, std::size_t n, std::int64_t const* offsets, std::uint32_t const* ids,
+__global__ void radius_finish_sorted(points_ref<T> observations, std::size_t n, std::int64_t const* offsets, tree_key const* keys,
                                      lat_lon const* coordinates, Index* index, T* distance, double scale)
 {
   std::size_t const total = static_cast<std::size_t>(offsets[n]);
   for (std::size_t e = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; e < total; e += std::size_t{gridDim.x} * blockDim.x) {
-    std::uint32_t const id = ids[e];
+    tree_key const key = keys[e];
+    auto const id = static_cast<std::uint32_t>(key.low);
     index[e] = static_cast<Index>(id);
     if (distance == nullptr) { continue; }
-    std::size_t low = 0, high = n;  // the last row whose start is at most e
-    while (high - low > 1) {
-      std::size_t const middle = (low + high) / 2;
-      if (static_cast<std::size_t>(offsets[middle]) <= e) {
-        low = middle;
-      } else {
-        high = middle;
-      }
-    }
     double lat, lon;
-    load_point(observations, low, lat, lon);
+    load_point(observations, static_cast<std::size_t>(key.high >> 32), lat, lon);
     lat_lon const ref = coordinates[id];
     distance[e] = static_cast<T>(haversine(lat, lon, ref.lat, ref.lon) * scale);
   }
