@@ -102,6 +102,7 @@ class radius_queries {
   {
     f(self());
   }
+  /// As above, for the const queries (which take the caller's scratch).
   template <class F>
   void radius_dispatch(std::size_t, F&& f) const
   {
