@@ -137,9 +137,9 @@ std::size_t host_index<T>::size() const noexcept
 namespace {
 
 template <class T>
-void radius_on_device(int device, points_ref<T> observations, points_ref<T> references, radius_request const& request,
+void radius_on_device(points_ref<T> observations, points_ref<T> references, radius_request const& request,
                       streamkit::nearest_options const& options, streamkit::stream_ref stream, std::int64_t* offsets,
-                      radius_storage const& storage, bool host_offsets_too, std::vector<std::int64_t>& host_offsets)
+                      radius_storage const& storage, std::vector<std::int64_t>& host_offsets)
 {
   std::size_t const n = observations.count;
   streamkit::nearest_index<T> index(references, options, stream);
@@ -161,9 +161,9 @@ void radius_on_device(int device, points_ref<T> observations, points_ref<T> refe
   streamkit::detail::expect_radius_bounds(r, largest, total, n);
   auto const [index_out, distance_out] = storage(total);
   index.radius_fill_async(observations, r,
-                          streamkit::radius_neighbors_ref<std::int64_t, T>{offsets, index_out, static_cast<T*>(distance_out), n, total, nullptr},
+                          streamkit::radius_neighbors_ref<std::int64_t, T>{offsets, index_out, static_cast<T*>(distance_out), n, total, nullptr,
+                                                                          static_cast<std::size_t>(largest)},
                           stream);
-  static_cast<void>(host_offsets_too);
 }
 
 }  // namespace
@@ -176,8 +176,7 @@ void radius_query(bool on_cuda, int device, points_ref<T> observations, points_r
   if (on_cuda) {
     streamkit::device_guard const guard(device);
     retain_freed_device_memory(device);
-    radius_on_device<T>(device, observations, references, request, options, streamkit::stream_ref(stream), offsets, storage, false,
-                        host_offsets);
+    radius_on_device<T>(observations, references, request, options, streamkit::stream_ref(stream), offsets, storage, host_offsets);
     return;
   }
   // Host arrays: contiguous (n, 2) rows copied to this device, the results copied back; waits.
@@ -210,9 +209,9 @@ void radius_query(bool on_cuda, int device, points_ref<T> observations, points_r
     if (host_distance != nullptr) { d_distance = streamkit::device_buffer<T>(total, s); }
     return std::pair<std::int64_t*, void*>(d_index.data(), host_distance != nullptr ? d_distance.data() : nullptr);
   };
-  radius_on_device<T>(device, streamkit::points_ref<T>::interleaved(d_obs.data(), n, observations.unit),
+  radius_on_device<T>(streamkit::points_ref<T>::interleaved(d_obs.data(), n, observations.unit),
                       streamkit::points_ref<T>::interleaved(d_refs.data(), m, references.unit), on_device, options, s, d_offsets.data(), staged,
-                      true, host_offsets);
+                      host_offsets);
   std::size_t const total = static_cast<std::size_t>(host_offsets[n]);
   std::copy(host_offsets.begin(), host_offsets.end(), offsets);
   if (total > 0) {

@@ -65,7 +65,7 @@ def test_bad_units_and_points():
 def test_good_arguments_pass_every_check(radius):
     passes_the_checks(lambda: streamkit.radius_neighbors(good(), good(), radius))
     passes_the_checks(lambda: streamkit.radius_neighbors(np.asfortranarray(good()), good(), radius, sort_results=False,
-                                                         return_distance=False, max_per_row=3, max_total=0))
+                                                         return_distance=False, max_per_row=4, max_total=16))
 
 
 # ---- streamkit.neighbors.NearestNeighbors: scikit-learn's protocol ------------------------------

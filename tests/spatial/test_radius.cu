@@ -91,9 +91,11 @@ constexpr std::size_t spare = 7;  // poisoned elements past the total, which a f
 
 /// The two-call form: radius_offsets_async, the total read by the test, storage of total + `spare`
 /// poisoned elements, radius_fill_async; checks the count-only form agrees and the spare is untouched.
+/// `tell_largest`: the storage says how long the largest row is (a sorted fill then sorts rows of up to
+/// radius_small_row in one thread each instead of radix-sorting everything).
 template <class Index, class T, class Engine>
 host_csr<Index, T> radius_two_calls(Engine& index, streamkit::points_ref<T> obs, radius_options const& r, bool distances,
-                                    streamkit::stream const& s)
+                                    streamkit::stream const& s, bool tell_largest = false)
 {
   std::size_t const n = obs.count;
   auto offsets = to_device(std::vector<std::int64_t>(n + 1, -3), s);
@@ -103,7 +105,10 @@ host_csr<Index, T> radius_two_calls(Engine& index, streamkit::points_ref<T> obs,
   auto out_index = to_device(std::vector<Index>(total + spare, static_cast<Index>(streamkit_test::poison_index)), s);
   auto out_distance = to_device(std::vector<T>(total + spare, static_cast<T>(streamkit_test::poison_distance)), s);
   streamkit::radius_neighbors_ref<Index, T> view{offsets.data(), out_index.data(), distances ? out_distance.data() : nullptr, n,
-                                                 total + spare, nullptr};
+                                                 total + spare, nullptr, 0};
+  for (std::size_t i = 0; tell_largest && i < n; ++i) {
+    view.largest_row = std::max<std::size_t>(view.largest_row, static_cast<std::size_t>(host_offsets[i + 1] - host_offsets[i]));
+  }
   index.radius_fill_async(obs, r, view, s);
   host_csr<Index, T> out{host_offsets, to_host(out_index, s), distances ? to_host(out_distance, s) : std::vector<T>{}};
   for (std::size_t e = total; e < total + spare; ++e) {
@@ -286,6 +291,10 @@ void check_every_engine(point_set const& obs_points, point_set const& ref_points
     auto const sorted = radius_two_calls<Index, T>(index, obs.points, r, true, s);
     expect_radius(sorted, obs.seen, refs.seen, radii, scale, true, true);
     EXPECT_EQ(sorted.index, first.index) << "two calls vs blocking";
+    auto const told = radius_two_calls<Index, T>(index, obs.points, r, true, s, true);
+    expect_radius(told, obs.seen, refs.seen, radii, scale, true, true);
+    EXPECT_EQ(told.index, first.index) << "two calls, largest row told, vs blocking";
+    EXPECT_EQ(told.distance, sorted.distance) << "distances: largest row told or not";
     radius_options unsorted = r;
     unsorted.sorted = false;
     auto const any_order = radius_two_calls<Index, T>(index, obs.points, unsorted, false, s);
@@ -510,7 +519,7 @@ TEST_F(Radius, InvalidPointsAreMarkedOrRejected)
   marking.radius_offsets_async(o.points, r, offsets.data(), s);
   std::size_t const total = static_cast<std::size_t>(to_host(offsets, s).back());
   streamkit::device_buffer<std::int64_t> idx(total, s);
-  marking.radius_fill_async(o.points, r, streamkit::radius_neighbors_ref<std::int64_t, double>{offsets.data(), idx.data(), nullptr, obs.size(), total, invalid.data()}, s);
+  marking.radius_fill_async(o.points, r, streamkit::radius_neighbors_ref<std::int64_t, double>{offsets.data(), idx.data(), nullptr, obs.size(), total, invalid.data(), 0}, s);
   EXPECT_EQ(to_host(invalid, s)[0], 2U);
 }
 
@@ -565,7 +574,7 @@ TEST_F(Radius, AsyncFormsNeverWaitAndConstFormsTakeTheCallersScratch)
   std::size_t const total = static_cast<std::size_t>(to_host(offsets, s).back());
   streamkit::device_buffer<std::int64_t> idx(total, s);
   streamkit::device_buffer<float> dist(total, s);
-  index.radius_fill_async(o.points, r, streamkit::radius_neighbors_ref<std::int64_t, float>{offsets.data(), idx.data(), dist.data(), obs.size(), total, nullptr}, s, scratch);
+  index.radius_fill_async(o.points, r, streamkit::radius_neighbors_ref<std::int64_t, float>{offsets.data(), idx.data(), dist.data(), obs.size(), total, nullptr, 0}, s, scratch);
   host_csr<std::int64_t, float> got{to_host(offsets, s), to_host(idx, s), to_host(dist, s)};
   std::vector<double> const radii(obs.size(), r.radius);
   expect_radius(got, o.seen, f.seen, radii, options.sphere_radius_km, true, true);
@@ -577,7 +586,7 @@ TEST_F(Radius, AsyncFormsNeverWaitAndConstFormsTakeTheCallersScratch)
   index.radius_count_async(o.points, r, offsets.data(), s);
   index.radius_offsets_async(o.points, r, offsets.data(), s);
   index.radius_fill_async(o.points, r,
-                          streamkit::radius_neighbors_ref<std::int64_t, float>{offsets.data(), idx.data(), dist.data(), obs.size(), total, nullptr}, s);
+                          streamkit::radius_neighbors_ref<std::int64_t, float>{offsets.data(), idx.data(), dist.data(), obs.size(), total, nullptr, 0}, s);
   double const waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_FALSE(s.ready()) << "the calls returned after the 200 ms kernel: they waited";
   EXPECT_LT(waited, 0.1);

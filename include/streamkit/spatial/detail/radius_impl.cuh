@@ -235,9 +235,12 @@ void radius_queries<Engine, T>::fill_on(E const& engine, points_ref<T> const& ob
   std::size_t const engine_bytes = align_up(engine.radius_scratch_bytes(n));
   std::size_t const clamped_bytes = align_up((n + 1) * sizeof(std::int64_t));
   std::size_t const cursors_bytes = align_up(n * sizeof(unsigned long long));
-  std::size_t const keys_bytes = sorted ? align_up(2 * capacity * sizeof(tree_key)) : 0;
+  // Short rows (the caller says so): each sorted by one thread; else one radix sort of everything.
+  bool const short_rows = sorted && result.largest_row > 0 && result.largest_row <= radius_small_row;
+  bool const radix = sorted && !short_rows;
+  std::size_t const keys_bytes = sorted ? align_up((radix ? 2 : 1) * capacity * sizeof(tree_key)) : 0;
   int const end_bit = radius_sort_end_bit(n);
-  std::size_t const sort_bytes = sorted ? radius_sort_bytes(capacity, end_bit) : 0;
+  std::size_t const sort_bytes = radix ? radius_sort_bytes(capacity, end_bit) : 0;
   std::byte* const memory = scratch.reserve(engine_bytes + clamped_bytes + cursors_bytes + keys_bytes + sort_bytes, engine.device_, stream,
                                             engine.resource_);
   auto* const clamped = reinterpret_cast<std::int64_t*>(memory + engine_bytes);
@@ -247,7 +250,7 @@ void radius_queries<Engine, T>::fill_on(E const& engine, points_ref<T> const& ob
 
   // A sorted fill sorts the whole storage, one radix sort over (row, chord, id): a slot the fill leaves
   // alone holds the largest key and sorts last (a segmented sort would wait for the device).
-  if (sorted) { STREAMKIT_CUDA_TRY(cudaMemsetAsync(keys, 0xff, capacity * sizeof(tree_key), stream.value())); }
+  if (radix) { STREAMKIT_CUDA_TRY(cudaMemsetAsync(keys, 0xff, capacity * sizeof(tree_key), stream.value())); }
   radius_clamp_offsets<<<grid_size("radius_clamp_offsets", n + 1, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
     result.offsets, n, capacity, clamped, cursors);
   STREAMKIT_CHECK_LAUNCH();
@@ -264,10 +267,16 @@ void radius_queries<Engine, T>::fill_on(E const& engine, points_ref<T> const& ob
   pass.invalid_count = result.invalid_count;
   engine.radius_run(observations, pass, stream, memory);
   if (!sorted) { return; }
+  if (short_rows) {
+    radius_sort_small_rows<Index, T><<<grid_size("radius_sort_small_rows", n, 128, grid_stride_blocks), 128, 0, stream.value()>>>(
+      observations, n, clamped, keys, engine.radius_coordinates(), engine.count_, result.index, result.distance, pass.scale);
+    STREAMKIT_CHECK_LAUNCH();
+    return;
+  }
   sorted_pairs<tree_key> const order =
     sort_keys(keys, capacity, end_bit, sort_temporary, sort_bytes, stream);
   radius_finish_sorted<Index, T><<<grid_size("radius_finish_sorted", capacity, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
-    observations, n, clamped, order.keys, engine.radius_coordinates(), result.index, result.distance, pass.scale);
+    observations, n, clamped, order.keys, engine.radius_coordinates(), engine.count_, result.index, result.distance, pass.scale);
   STREAMKIT_CHECK_LAUNCH();
 }
 
@@ -378,7 +387,9 @@ radius_result<Index, T> radius_queries<Engine, T>::radius_query(points_ref<T> ob
     std::size_t const total = static_cast<std::size_t>(host[0]);
     out.index = device_buffer<Index>(total, stream, engine.resource_);
     if (distances) { out.distance = device_buffer<T>(total, stream, engine.resource_); }
-    fill_on(engine, observations, radius, out.view(), stream, engine.scratch_);
+    radius_neighbors_ref<Index, T> storage = out.view();
+    storage.largest_row = static_cast<std::size_t>(host[1]);
+    fill_on(engine, observations, radius, storage, stream, engine.scratch_);
     engine.radius_used(stream);
     stream.sync();
   });

@@ -315,18 +315,60 @@ static __global__ void radius_largest_row(std::int64_t const* offsets, std::size
 /// from the sorted key and, when asked for, the float64 haversine of its pair × scale.
 template <class Index, class T>
 __global__ void radius_finish_sorted(points_ref<T> observations, std::size_t n, std::int64_t const* offsets, tree_key const* keys,
-                                     lat_lon const* coordinates, Index* index, T* distance, double scale)
+                                     lat_lon const* coordinates, std::size_t m, Index* index, T* distance, double scale)
 {
   std::size_t const total = static_cast<std::size_t>(offsets[n]);
   for (std::size_t e = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; e < total; e += std::size_t{gridDim.x} * blockDim.x) {
     tree_key const key = keys[e];
     auto const id = static_cast<std::uint32_t>(key.low);
+    if (id >= m) {  // a slot no fill wrote (offsets of another query): never read past the references
+      index[e] = Index(-1);
+      if (distance != nullptr) { distance[e] = cuda::std::numeric_limits<T>::quiet_NaN(); }
+      continue;
+    }
     index[e] = static_cast<Index>(id);
     if (distance == nullptr) { continue; }
     double lat, lon;
     load_point(observations, static_cast<std::size_t>(key.high >> 32), lat, lon);
     lat_lon const ref = coordinates[id];
     distance[e] = static_cast<T>(haversine(lat, lon, ref.lat, ref.lon) * scale);
+  }
+}
+
+/// A sorted fill whose rows are all short (radius_small_row): thread i sorts row i's keys in place
+/// (insertion sort: (row, squared chord, id) order, the whole 128-bit key compared) and writes its
+/// indices and, when asked for, the float64 haversine of each pair × scale.
+template <class Index, class T>
+__global__ void radius_sort_small_rows(points_ref<T> observations, std::size_t n, std::int64_t const* offsets, tree_key* keys,
+                                       lat_lon const* coordinates, std::size_t m, Index* index, T* distance, double scale)
+{
+  auto const before = [](tree_key const& a, tree_key const& b) { return a.high < b.high || (a.high == b.high && a.low < b.low); };
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x) {
+    auto const first = static_cast<std::size_t>(offsets[i]), last = static_cast<std::size_t>(offsets[i + 1]);
+    for (std::size_t e = first + 1; e < last; ++e) {
+      tree_key const key = keys[e];
+      std::size_t at = e;
+      while (at > first && before(key, keys[at - 1])) {
+        keys[at] = keys[at - 1];
+        --at;
+      }
+      keys[at] = key;
+    }
+    double lat = 0.0, lon = 0.0;
+    if (distance != nullptr && last > first) { load_point(observations, i, lat, lon); }
+    for (std::size_t e = first; e < last; ++e) {
+      auto const id = static_cast<std::uint32_t>(keys[e].low);
+      if (id >= m) {  // a slot no fill wrote (offsets of another query): never read past the references
+        index[e] = Index(-1);
+        if (distance != nullptr) { distance[e] = cuda::std::numeric_limits<T>::quiet_NaN(); }
+        continue;
+      }
+      index[e] = static_cast<Index>(id);
+      if (distance != nullptr) {
+        lat_lon const ref = coordinates[id];
+        distance[e] = static_cast<T>(haversine(lat, lon, ref.lat, ref.lon) * scale);
+      }
+    }
   }
 }
 
