@@ -10,7 +10,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <utility>
 
 #include <cuda_runtime_api.h>
 
@@ -29,6 +31,30 @@ void nearest_async(int device, streamkit::points_ref<T> observations, streamkit:
 template <class T>
 void nearest_host(streamkit::points_ref<T> observations, streamkit::points_ref<T> references,
                   streamkit::neighbors_ref<std::int64_t, T> result, streamkit::nearest_options const& options);
+
+/// Where a radius query writes its indices and distances: called once the total is known, with it;
+/// returns the two addresses (distances null when not asked for), where the observations are.
+using radius_storage = std::function<std::pair<std::int64_t*, void*>(std::size_t total)>;
+
+/// What a radius query asks (streamkit::radius_options, with the per-row radii where the observations are).
+struct radius_request {
+  double radius = 0.0;
+  double const* radii = nullptr;
+  bool sorted = true;
+  bool distances = true;
+  std::size_t max_per_row = static_cast<std::size_t>(-1);
+  std::size_t max_total = static_cast<std::size_t>(-1);
+};
+
+/// A radius query of CUDA arrays on `device` and `stream`: both passes through a streamkit::nearest_index,
+/// `offsets` (observations.count + 1, device memory) first, then the total read back (the one wait),
+/// the bounds checked (std::length_error), `storage(total)` asked for the rest, which is enqueued.
+/// Host arrays (`on_cuda` false; contiguous (n, 2) rows, radii and offsets in host memory): copied to
+/// the current device and back, and waits.
+template <class T>
+void radius_query(bool on_cuda, int device, streamkit::points_ref<T> observations, streamkit::points_ref<T> references,
+                  radius_request const& request, streamkit::nearest_options const& options, cudaStream_t stream,
+                  std::int64_t* offsets, radius_storage const& storage);
 
 /// A streamkit::nearest_index on one device, for NearestIndex on CUDA arrays. Every update and
 /// query waits on the device (not the host) for the one before it, whatever their streams, so that

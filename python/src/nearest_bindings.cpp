@@ -368,10 +368,92 @@ class nearest_index_binding {
   std::unique_ptr<host_index<double>> f64_host_;
 };
 
+/// Checks a 1-D array of `n` elements of `want` where the observations are, contiguous.
+template <class Array>
+void check_vector(Array const& a, char const* name, std::size_t n, nb::dlpack::dtype want, char const* want_name, points_info const& o)
+{
+  if (a.ndim() != 1 || a.shape(0) != n) {
+    value_error(name, "expected shape (" + std::to_string(n) + ",), got " + shape_text(a.ndim(), a.shape_ptr()));
+  }
+  if (a.dtype() != want) { type_error(name, std::string("expected dtype ") + want_name + ", got " + dtype_name(a.dtype())); }
+  bool const same_place = o.on_cuda ? is_cuda(a) && a.device_id() == o.device : is_host(a);
+  if (!same_place) { value_error(name, where(a) + " but the observations are on " + place_text(o.on_cuda, o.device)); }
+  if (n > 1 && a.stride(0) != 1) { value_error(name, "must be contiguous (stride 1), got stride " + std::to_string(a.stride(0))); }
+}
+
+/// A host (n, 2) array must be C-contiguous for the host path of radius queries (the package copies others).
+void check_contiguous_rows(in_array const& a, points_info const& p, char const* name)
+{
+  if (!p.on_cuda && p.count > 1 && (a.stride(0) != 2 || a.stride(1) != 1)) {
+    value_error(name, "host arrays must be C-contiguous (n, 2) rows for a radius query");
+  }
+}
+
+template <class T>
+void run_radius(in_array const& obs, in_array const& ref, points_info const& o, streamkit::angle_unit unit, radius_request const& request,
+                streamkit::nearest_options const& options, std::uintptr_t stream, std::int64_t* offsets, nb::handle place)
+{
+  char const* const dtype = dtype_text(o.is_double);
+  radius_storage const storage = [&](std::size_t total) {
+    nb::gil_scoped_acquire acquire;
+    auto const take = [&](char const* name, char const* type, nb::dlpack::dtype want) {
+      auto const array = as_array<out_array>(place(name, total, type), name);
+      check_vector(array, name, total, want, type, o);
+      return array.data();
+    };
+    auto* const index = static_cast<std::int64_t*>(take("indices", "int64", nb::dtype<std::int64_t>()));
+    void* const distance = request.distances ? take("distances", dtype, o.is_double ? nb::dtype<double>() : nb::dtype<float>()) : nullptr;
+    return std::pair<std::int64_t*, void*>(index, distance);
+  };
+  auto const observations = points_view<T>(obs, unit);
+  auto const references = points_view<T>(ref, unit);
+  nb::gil_scoped_release release;
+  radius_query<T>(o.on_cuda, o.device, observations, references, request, options, stream_of(stream), offsets, storage);
+}
+
 }  // namespace
 
 void register_nearest(nb::module_& m)
 {
+  m.def(
+    "_radius_neighbors",
+    [](nb::handle observations, nb::handle references, double radius, nb::handle radii, int angle, int distance, bool sorted,
+       bool return_distance, std::size_t max_per_row, std::size_t max_total, std::uintptr_t stream, nb::handle place) {
+      auto const obs = as_array<in_array>(observations, "observations");
+      auto const ref = as_array<in_array>(references, "references");
+      auto const [o, r] = check_pair(obs, ref);
+      check_contiguous_rows(obs, o, "observations");
+      check_contiguous_rows(ref, r, "references");
+      radius_request request;
+      request.radius = radius;
+      request.sorted = sorted;
+      request.distances = return_distance;
+      request.max_per_row = max_per_row;
+      request.max_total = max_total;
+      if (!radii.is_none()) {
+        auto const per_row = as_array<in_array>(radii, "radius");
+        check_vector(per_row, "radius", o.count, nb::dtype<double>(), "float64", o);
+        request.radii = static_cast<double const*>(per_row.data());
+      } else if (!(radius >= 0)) {
+        value_error("radius", "must be at least 0 (inf for every reference), got " + std::to_string(radius));
+      }
+      auto const options = options_of(distance, true, std::numeric_limits<double>::infinity());
+      auto const unit = angle_of(angle);
+      auto offsets = as_array<out_array>(place("offsets", o.count + 1, "int64"), "offsets");
+      check_vector(offsets, "offsets", o.count + 1, nb::dtype<std::int64_t>(), "int64", o);
+      auto* const offsets_data = static_cast<std::int64_t*>(offsets.data());
+      if (o.is_double) {
+        run_radius<double>(obs, ref, o, unit, request, options, stream, offsets_data, place);
+      } else {
+        run_radius<float>(obs, ref, o, unit, request, options, stream, offsets_data, place);
+      }
+    },
+    nb::arg("observations"), nb::arg("references"), nb::arg("radius"), nb::arg("radii").none(), nb::arg("angle"), nb::arg("distance"),
+    nb::arg("sorted"), nb::arg("return_distance"), nb::arg("max_per_row"), nb::arg("max_total"), nb::arg("stream"), nb::arg("place"),
+    "Checks the inputs, then a radius query in compressed rows: place(name, size, dtype) gives the 1-D arrays 'offsets' (n + 1), "
+    "then, once the total is known, 'indices' and 'distances'. CUDA arrays: one wait for the total, the fill enqueued on the "
+    "stream. Host arrays: copied to the current device and back, waits.");
+
   m.def(
     "_points_check",
     [](nb::handle points, char const* name) {

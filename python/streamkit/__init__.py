@@ -2,16 +2,19 @@
 zero-copy, on the caller's stream (Python bindings of the header-only C++/CUDA library of the same
 name).
 
-Public names: :func:`nearest`, :class:`NearestIndex`, :class:`MinMaxScaler`, :func:`normalize_many`,
-:func:`device_count`, :func:`build_info`, :class:`CudaError`.
+Public names: :func:`nearest`, :class:`NearestIndex`, :func:`radius_neighbors`, :class:`MinMaxScaler`,
+:func:`normalize_many`, :func:`device_count`, :func:`build_info`, :class:`CudaError`; scikit-learn's estimator
+in :mod:`streamkit.neighbors` (:class:`streamkit.neighbors.NearestNeighbors`).
 """
 
 from ._streamkit import CudaError, _build_info, device_count
 from ._minmax import MinMaxScaler, normalize_many
 from ._nearest import MAX_NEIGHBORS, NearestIndex, nearest
+from ._radius import radius_neighbors
+from . import neighbors
 
 __all__ = ["CudaError", "MAX_NEIGHBORS", "MinMaxScaler", "NearestIndex", "build_info", "device_count", "nearest",
-           "normalize_many"]
+           "normalize_many", "radius_neighbors"]
 __version__ = "0.1.0"
 
 

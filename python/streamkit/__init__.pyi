@@ -1,6 +1,8 @@
 # Type stubs of the public API of streamkit (the docstrings are on the runtime objects).
 from typing import Any, Sequence
 
+from . import neighbors as neighbors
+
 MAX_NEIGHBORS: int
 __version__: str
 
@@ -25,6 +27,20 @@ def nearest(
     stream: Any = None,
     out: tuple[Any, Any] | None = None,
 ) -> tuple[Any, Any]: ...
+
+def radius_neighbors(
+    observations: Any,
+    references: Any,
+    radius: Any,
+    *,
+    angle: str = "degrees",
+    distance: str = "km",
+    sort_results: bool = True,
+    return_distance: bool = True,
+    max_per_row: int | None = None,
+    max_total: int | None = None,
+    stream: Any = None,
+) -> tuple[Any, ...]: ...
 
 class NearestIndex:
     def __init__(

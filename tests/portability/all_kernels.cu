@@ -32,6 +32,8 @@
 #include <streamkit/spatial/nearest_neighbor.cuh>
 #include <streamkit/spatial/nearest_options.hpp>
 #include <streamkit/spatial/points.hpp>
+#include <streamkit/spatial/radius.hpp>
+#include <streamkit/spatial/radius_queries.cuh>
 #include <streamkit/spatial/tree_index.cuh>
 #include <streamkit/streamkit.hpp>
 
@@ -56,6 +58,12 @@ template class tree_index<float>;
 template class tree_index<double>;
 template class nearest_index<float>;
 template class nearest_index<double>;
+template class radius_queries<brute_force_index<float>, float>;
+template class radius_queries<brute_force_index<double>, double>;
+template class radius_queries<tree_index<float>, float>;
+template class radius_queries<tree_index<double>, double>;
+template class radius_queries<nearest_index<float>, float>;
+template class radius_queries<nearest_index<double>, double>;
 template class minmax_scaler<float>;
 template class minmax_scaler<double>;
 template class multi_gpu_nearest_neighbor<float>;
@@ -94,6 +102,19 @@ void use_everything(points_ref<T> points, neighbors_ref<Index, T> result, neares
   front_end.query_async(points, result, stream);
   std::as_const(front_end).query_async(points, result, stream, scratch);
   front_end.query(points, result, stream);
+
+  // Radius queries: the member templates of every engine's radius_queries base, and the one-shot form.
+  radius_options const radius{};
+  radius_neighbors_ref<Index, T> const rows{};
+  auto const radius_of = [&](auto& engine) {
+    engine.radius_fill_async(points, radius, rows, stream);
+    std::as_const(engine).radius_fill_async(points, radius, rows, stream, scratch);
+    (void)engine.template radius_query<Index>(points, radius, true, stream);
+  };
+  radius_of(brute_force);
+  radius_of(tree);
+  radius_of(front_end);
+  (void)radius_neighbors<Index>(points, points, radius, options, true, stream, resource);
 
   multi_gpu_nearest_neighbor<T> multi_gpu(workers, points, options);
   multi_gpu.query(points, result);

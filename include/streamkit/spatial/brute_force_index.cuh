@@ -48,6 +48,7 @@
 #include <streamkit/memory/resource.hpp>
 #include <streamkit/spatial/nearest_options.hpp>
 #include <streamkit/spatial/points.hpp>
+#include <streamkit/spatial/radius_queries.cuh>
 
 #include <cstddef>
 #include <utility>
@@ -63,9 +64,9 @@ namespace streamkit {
 /// Not thread-safe: use one object per concurrent stream, or the const query_async() with a
 /// nearest_scratch per stream. Results go into a neighbors_ref with 1 ≤ k ≤ max_neighbors (another k
 /// throws std::invalid_argument naming k); neighbours farther than options.max_distance come back as
-/// −1 and NaN.
+/// −1 and NaN. Radius queries (every reference within a distance): radius_queries.
 template <class T>
-class brute_force_index {
+class brute_force_index : public radius_queries<brute_force_index<T>, T> {
  public:
   /// Prepares `references` (device memory) on `stream`, which also orders every later use of the
   /// object's memory; does not wait for the device. Memory (references and query scratch) comes from
@@ -146,6 +147,14 @@ class brute_force_index {
 
   template <class>
   friend class nearest_index;
+  template <class, class>
+  friend class radius_queries;
+  // Radius queries (radius_queries.cuh, detail/radius_impl.cuh): the engine's pass and data.
+  void radius_used(stream_ref stream) noexcept { references_.set_stream(stream); }
+  [[nodiscard]] std::size_t radius_scratch_bytes(std::size_t n) const;
+  template <class Index>
+  void radius_run(points_ref<T> const& observations, detail::radius_pass<Index, T> pass, stream_ref stream, std::byte* memory) const;
+  [[nodiscard]] detail::lat_lon const* radius_coordinates() const noexcept;
 
   nearest_options options_;
   device_resource_ref resource_;
@@ -159,3 +168,4 @@ class brute_force_index {
 }  // namespace streamkit
 
 #include <streamkit/spatial/detail/brute_force_impl.cuh>
+#include <streamkit/spatial/detail/radius_impl.cuh>

@@ -29,6 +29,7 @@
 #include <streamkit/spatial/detail/engine_choice.hpp>
 #include <streamkit/spatial/nearest_options.hpp>
 #include <streamkit/spatial/points.hpp>
+#include <streamkit/spatial/radius_queries.cuh>
 #include <streamkit/spatial/tree_index.cuh>
 
 #include <cstddef>
@@ -39,9 +40,10 @@ namespace streamkit {
 /// any size and k answered by the engine the cost model picks. The brute-force engine's preparation
 /// is done by update(); the tree is built from it by the first query that picks the tree after an
 /// update() (or by prepare()), on that query's stream. Not thread-safe: one object per concurrent
-/// stream, or prepare() and then the const query_async() with a nearest_scratch per stream.
+/// stream, or prepare() and then the const query_async() with a nearest_scratch per stream. Radius
+/// queries (radius_queries) go to the engine radius_engine_for() picks, its tree built as for a query.
 template <class T>
-class nearest_index {
+class nearest_index : public radius_queries<nearest_index<T>, T> {
  public:
   /// Prepares `references` (device memory) on `stream`; does not wait for the device. Memory comes
   /// from `resource`, which must outlive the index.
@@ -75,6 +77,13 @@ class nearest_index {
   template <class Index>
   void query(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream);
 
+  /// The engine a radius query of `n` observations uses (the k = 1 choice of the exact search; the
+  /// cost model was measured on k-nearest searches only).
+  [[nodiscard]] search_engine radius_engine_for(std::size_t n) const noexcept;
+  /// Readies the engine radius_engine_for(n) picks, on `stream`, without waiting; needed before the
+  /// const radius queries.
+  void prepare_radius(std::size_t n, stream_ref stream);
+
   /// The number of references M.
   [[nodiscard]] std::size_t size() const noexcept { return brute_force_.size(); }
   /// Device counter of the invalid references of the last update(), in the order of its stream.
@@ -83,6 +92,14 @@ class nearest_index {
   [[nodiscard]] nearest_options const& options() const noexcept { return brute_force_.options(); }
 
  private:
+  template <class, class>
+  friend class radius_queries;
+  // Radius queries: forwarded to the engine radius_engine_for() picks (detail/radius_impl.cuh).
+  template <class F>
+  void radius_dispatch(std::size_t n, stream_ref stream, F&& f);
+  template <class F>
+  void radius_dispatch(std::size_t n, F&& f) const;
+
   brute_force_index<T> brute_force_;
   tree_index<T> tree_;
   bool tree_current_ = false;
@@ -101,6 +118,15 @@ void nearest_neighbor(points_ref<T> observations, points_ref<T> references, neig
                       nearest_options const& options, stream_ref stream,
                       device_resource_ref resource = default_device_resource());
 
+/// One-shot radius query, blocking: picks the engine for the shape (radius_engine_for()), prepares
+/// `references` on `stream` and runs both passes (radius_queries::radius_query(): bounds, rules and
+/// exceptions), with every allocation, the result's included, from `resource`.
+template <class Index = std::int64_t, class T>
+radius_result<Index, T> radius_neighbors(points_ref<T> observations, points_ref<T> references, radius_options const& radius,
+                                         nearest_options const& options, bool distances, stream_ref stream,
+                                         device_resource_ref resource = default_device_resource());
+
 }  // namespace streamkit
 
 #include <streamkit/spatial/detail/nearest_index_impl.cuh>
+#include <streamkit/spatial/detail/radius_front_end.cuh>

@@ -57,6 +57,8 @@ class nearest_scratch {
   friend class brute_force_index;
   template <class>
   friend class tree_index;
+  template <class, class>
+  friend class radius_queries;
   /// At least `bytes` on `device`, ordered on `stream`: memory of another device is dropped, and too
   /// little is replaced from `resource`; otherwise nothing is allocated.
   std::byte* reserve(std::size_t bytes, int device, stream_ref stream, device_resource_ref resource)

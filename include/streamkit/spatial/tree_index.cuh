@@ -40,6 +40,7 @@
 #include <streamkit/memory/resource.hpp>
 #include <streamkit/spatial/nearest_options.hpp>
 #include <streamkit/spatial/points.hpp>
+#include <streamkit/spatial/radius_queries.cuh>
 
 #include <cstddef>
 #include <cstdint>
@@ -50,9 +51,9 @@ namespace streamkit {
 /// The spatial-index engine (see the file comment): build, update() each time step, k-nearest queries
 /// into an n × k neighbors_ref (1 ≤ k ≤ max_neighbors), optionally within options.max_distance.
 /// Not thread-safe: use one object per concurrent stream, or the const query_async() with a
-/// nearest_scratch per stream.
+/// nearest_scratch per stream. Radius queries (every reference within a distance): radius_queries.
 template <class T>
-class tree_index {
+class tree_index : public radius_queries<tree_index<T>, T> {
  public:
   /// Builds the tree over `references` (device memory) on `stream`, which also orders every later use
   /// of the object's memory; does not wait for the device. Memory comes from `resource`, which must
@@ -129,6 +130,14 @@ class tree_index {
  private:
   template <class>
   friend class nearest_index;
+  template <class, class>
+  friend class radius_queries;
+  // Radius queries (radius_queries.cuh, detail/radius_impl.cuh): the engine's pass and data.
+  void radius_used(stream_ref stream) noexcept { tree_.set_stream(stream); }
+  [[nodiscard]] std::size_t radius_scratch_bytes(std::size_t n) const;
+  template <class Index>
+  void radius_run(points_ref<T> const& observations, detail::radius_pass<Index, T> pass, stream_ref stream, std::byte* memory) const;
+  [[nodiscard]] detail::lat_lon const* radius_coordinates() const noexcept;
   /// An empty index that the front end builds from prepared float64 coordinates.
   tree_index(nearest_options const& options, device_resource_ref resource) : options_(options), resource_(resource) {}
   template <class U>
@@ -153,3 +162,4 @@ class tree_index {
 }  // namespace streamkit
 
 #include <streamkit/spatial/detail/tree_impl.cuh>
+#include <streamkit/spatial/detail/radius_impl.cuh>

@@ -19,6 +19,23 @@ struct knn_pass1_shape {
   static constexpr int tile = 256;  // references per shared-memory tile (4 KiB float + 8 KiB double vectors)
 };
 
+/// Loads references [tile_begin, tile_begin + tile) into a block's shared tiles (float and float64
+/// vectors; NaN past `end`, never chosen), between two barriers, with `threads` threads.
+template <int tile, int threads>
+__device__ __forceinline__ void load_reference_tile(vec4<float>* tile_points, vec4<double>* precise_tile, vec4<float> const* references,
+                                                    vec4<double> const* precise_references, std::size_t tile_begin, std::size_t end)
+{
+  __syncthreads();
+  for (int t = threadIdx.x; t < tile; t += threads) {
+    std::size_t const j = tile_begin + t;
+    float const nan = cuda::std::numeric_limits<float>::quiet_NaN();
+    double const precise_nan = cuda::std::numeric_limits<double>::quiet_NaN();
+    tile_points[t] = j < end ? references[j] : vec4<float>{nan, nan, nan, nan};
+    precise_tile[t] = j < end ? precise_references[j] : vec4<double>{precise_nan, precise_nan, precise_nan, precise_nan};
+  }
+  __syncthreads();
+}
+
 /// Pass 1: block (x, y) takes observations [x · threads, …) and references of slice y, and writes each
 /// observation's k nearest of the slice (squared chord, index; sentinel index no_reference where the
 /// slice has fewer) to partial[(y · n + i) · k + j]. A pair is ranked in float64 only when its float32
@@ -44,15 +61,7 @@ __global__ void __launch_bounds__(knn_pass1_shape::threads)
   float filter = float_chord2_filter(list.worst());
 
   for (std::size_t tile_begin = begin; tile_begin < end; tile_begin += tile) {
-    __syncthreads();
-    for (int t = threadIdx.x; t < tile; t += knn_pass1_shape::threads) {
-      std::size_t const j = tile_begin + t;
-      float const nan = cuda::std::numeric_limits<float>::quiet_NaN();
-      double const precise_nan = cuda::std::numeric_limits<double>::quiet_NaN();
-      tile_points[t] = j < end ? references[j] : vec4<float>{nan, nan, nan, nan};
-      precise_tile[t] = j < end ? precise_references[j] : vec4<double>{precise_nan, precise_nan, precise_nan, precise_nan};
-    }
-    __syncthreads();
+    load_reference_tile<tile, knn_pass1_shape::threads>(tile_points, precise_tile, references, precise_references, tile_begin, end);
 #pragma unroll 8
     for (int t = 0; t < tile; ++t) {
       if (chord2(p.x, p.y, p.z, tile_points[t]) <= filter &&

@@ -1,0 +1,399 @@
+#pragma once
+// Host side of the radius queries (radius_queries.cuh): validation, the two passes, sorting, bounds,
+// written once over the engines' data; each engine supplies its pass (radius_run) and the front end
+// forwards to the engine it picks (radius_dispatch).
+
+#include <streamkit/core/detail/launch.hpp>
+#include <streamkit/core/device.hpp>
+#include <streamkit/core/error.hpp>
+#include <streamkit/spatial/brute_force_index.cuh>
+#include <streamkit/spatial/detail/nearest_checks.hpp>
+#include <streamkit/spatial/detail/nearest_launch.cuh>
+#include <streamkit/spatial/detail/radius_kernels.cuh>
+#include <streamkit/spatial/radius_queries.cuh>
+#include <streamkit/spatial/tree_index.cuh>
+
+#include <cub/device/device_scan.cuh>
+#include <cub/device/device_radix_sort.cuh>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace streamkit {
+namespace detail {
+
+/// Throws std::invalid_argument naming the field unless a radius query may run with `radius`.
+inline void expect_radius_options(radius_options const& radius)
+{
+  STREAMKIT_EXPECTS(radius.radii != nullptr || radius.radius >= 0.0, std::invalid_argument,
+                    "radius.radius: must be at least 0 (infinity for every reference), got " + std::to_string(radius.radius));
+}
+
+/// The checks of every radius query on an engine with `references` references on `device`.
+template <class T>
+void expect_radius_query(std::size_t references, int device, points_ref<T> const& observations, radius_options const& radius,
+                         stream_ref stream)
+{
+  STREAMKIT_EXPECTS(references > 0, std::logic_error, "radius query of a moved-from index");
+  expect_points(observations, "observations");
+  expect_radius_options(radius);
+  STREAMKIT_EXPECTS(observations.count < std::size_t{1} << 32, std::invalid_argument,
+                    "observations: " + std::to_string(observations.count) + " points; a radius query takes at most 2^32 - 1");
+  if (observations.count == 0) { return; }
+  int const stream_device = stream.device();
+  STREAMKIT_EXPECTS(stream_device == device, std::invalid_argument,
+                    "stream: belongs to device " + std::to_string(stream_device) + " but the reference set to device " +
+                      std::to_string(device));
+}
+
+/// The std::length_error of a blocking radius query whose result exceeds its bounds (nothing is written
+/// when it throws); `largest` is the largest row, `total` the sum of all rows.
+inline void expect_radius_bounds(radius_options const& radius, unsigned long long largest, unsigned long long total, std::size_t rows)
+{
+  STREAMKIT_EXPECTS(largest <= radius.max_per_row, std::length_error,
+                    "radius query: a row would hold " + std::to_string(largest) + " references within the radius, above max_per_row = " +
+                      std::to_string(radius.max_per_row) + " (" + std::to_string(total) + " in all over " + std::to_string(rows) +
+                      " rows); nothing was returned");
+  STREAMKIT_EXPECTS(total <= radius.max_total, std::length_error,
+                    "radius query: " + std::to_string(total) + " references within the radius in all (" + std::to_string(rows) +
+                      " rows, the largest " + std::to_string(largest) + "), above max_total = " + std::to_string(radius.max_total) +
+                      "; nothing was returned");
+}
+
+/// Bytes of CUB's exclusive sum of `count` 64-bit values (no launch).
+inline std::size_t radius_scan_bytes(std::size_t count)
+{
+  std::size_t bytes = 0;
+  STREAMKIT_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, bytes, static_cast<std::int64_t const*>(nullptr),
+                                                   static_cast<std::int64_t*>(nullptr), static_cast<std::int64_t>(count)));
+  return bytes;
+}
+
+/// Bytes of CUB's radix sort of `count` radius_sort_key()s on bits [0, end_bit) (no launch).
+inline std::size_t radius_sort_bytes(std::size_t count, int end_bit)
+{
+  std::size_t bytes = 0;
+  cub::DoubleBuffer<tree_key> keys(nullptr, nullptr);
+  STREAMKIT_CUDA_TRY(cub::DeviceRadixSort::SortKeys(nullptr, bytes, keys, static_cast<std::int64_t>(count), tree_key_bits{}, 0, end_bit));
+  return bytes;
+}
+
+/// Sorts the `count` keys of the double buffer at `keys` (2 × count) on bits [0, end_bit), with
+/// `temporary` of radius_sort_bytes(); where they ended up (ids: null).
+inline sorted_pairs<tree_key> sort_keys(tree_key* keys, std::size_t count, int end_bit, std::byte* temporary, std::size_t temporary_bytes,
+                                        stream_ref stream)
+{
+  cub::DoubleBuffer<tree_key> buffers(keys, keys + count);
+  STREAMKIT_CUDA_TRY(cub::DeviceRadixSort::SortKeys(temporary, temporary_bytes, buffers, static_cast<std::int64_t>(count), tree_key_bits{}, 0,
+                                                    end_bit, stream.value()));
+  return {buffers.Current(), nullptr};
+}
+
+/// The bits a sorted fill of `rows` rows sorts its keys on (radius_sort_key: the row above bit 96).
+inline int radius_sort_end_bit(std::size_t rows)
+{
+  int bits = 0;
+  while (bits < 32 && (std::size_t{1} << bits) < rows) { ++bits; }
+  return 96 + bits;
+}
+
+}  // namespace detail
+
+// ---- the engines' passes -------------------------------------------------------------------------
+
+template <class T>
+std::size_t brute_force_index<T>::radius_scratch_bytes(std::size_t) const
+{
+  return 0;
+}
+
+template <class T>
+detail::lat_lon const* brute_force_index<T>::radius_coordinates() const noexcept
+{
+  return detail::reference_layout(count_).coordinates(references_.data());
+}
+
+template <class T>
+template <class Index>
+void brute_force_index<T>::radius_run(points_ref<T> const& observations, detail::radius_pass<Index, T> pass, stream_ref stream,
+                                      std::byte*) const
+{
+  using namespace detail;
+  using shape = radius_brute_force_shape;
+  std::size_t const n = observations.count;
+  nearest_plan const plan =
+    plan_nearest(n, count_, shape::threads, shape::tile, resident_blocks(radius_brute_force<Index, T>, shape::threads, device_));
+  reference_layout const layout(count_);
+  std::byte const* const base = references_.data();
+  dim3 const grid(plan.obs_blocks, plan.slices);
+  radius_brute_force<Index, T><<<grid, shape::threads, 0, stream.value()>>>(observations, n, layout.vectors(base), layout.precise(base),
+                                                                          layout.coordinates(base), count_, plan.slice_length, pass);
+  STREAMKIT_CHECK_LAUNCH();
+}
+
+template <class T>
+std::size_t tree_index<T>::radius_scratch_bytes(std::size_t n) const
+{
+  using namespace detail;
+  if (n < tree_sort_threshold) { return 0; }
+  constexpr int key_bits = 32;
+  return 2 * align_up(2 * n * sizeof(std::uint32_t)) + sort_temporary_bytes<std::uint32_t>(n, key_bits);
+}
+
+template <class T>
+detail::lat_lon const* tree_index<T>::radius_coordinates() const noexcept
+{
+  return detail::tree_layout(count_, leaves_).view(tree_.data(), member_ids_, leaves_).coordinates;
+}
+
+template <class T>
+template <class Index>
+void tree_index<T>::radius_run(points_ref<T> const& observations, detail::radius_pass<Index, T> pass, stream_ref stream,
+                               std::byte* memory) const
+{
+  using namespace detail;
+  std::size_t const n = observations.count;
+  std::uint32_t const* order = nullptr;
+  if (n >= tree_sort_threshold) {  // observations in Morton order, as the k-nearest search sorts them
+    constexpr int key_bits = 32;
+    std::size_t const sort_bytes = sort_temporary_bytes<std::uint32_t>(n, key_bits);
+    std::size_t const pairs_bytes = align_up(2 * n * sizeof(std::uint32_t));
+    auto* const keys = reinterpret_cast<std::uint32_t*>(memory);
+    auto* const ids = reinterpret_cast<std::uint32_t*>(memory + pairs_bytes);
+    tree_observation_keys<T><<<grid_size("tree_observation_keys", n, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
+      observations, n, keys, ids);
+    STREAMKIT_CHECK_LAUNCH();
+    order = sort_by_key(keys, ids, n, key_bits, memory + 2 * pairs_bytes, sort_bytes, stream).ids;
+  }
+  pass.cursors = nullptr;  // one thread per row: positions without atomics
+  tree_view const view = tree_layout(count_, leaves_).view(tree_.data(), member_ids_, leaves_);
+  radius_tree<Index, T><<<grid_size("radius_tree", n, tree_search_threads), tree_search_threads, 0, stream.value()>>>(observations, n,
+                                                                                                                     order, view, pass);
+  STREAMKIT_CHECK_LAUNCH();
+}
+
+// ---- the queries, once for every engine -----------------------------------------------------------
+
+template <class Engine, class T>
+template <class E>
+void radius_queries<Engine, T>::count_on(E const& engine, points_ref<T> const& observations, radius_options const& radius,
+                                         std::int64_t* out, bool offsets, stream_ref stream, nearest_scratch& scratch)
+{
+  using namespace detail;
+  expect_radius_query(engine.count_, engine.device_, observations, radius, stream);
+  std::size_t const n = observations.count;
+  STREAMKIT_EXPECTS(out != nullptr || (n == 0 && !offsets), std::invalid_argument,
+                    std::string(offsets ? "offsets" : "counts") + ": null with " + std::to_string(n) + " observations");
+  if (n == 0 && !offsets) { return; }
+  device_guard guard(engine.device_);
+  if (n == 0) {
+    STREAMKIT_CUDA_TRY(cudaMemsetAsync(out, 0, sizeof(std::int64_t), stream.value()));
+    return;
+  }
+  std::size_t const engine_bytes = align_up(engine.radius_scratch_bytes(n));
+  std::size_t const counts_bytes = offsets ? align_up((n + 1) * sizeof(std::int64_t)) : 0;
+  std::size_t const scan_bytes = offsets ? radius_scan_bytes(n + 1) : 0;
+  std::byte* const memory = scratch.reserve(engine_bytes + counts_bytes + scan_bytes, engine.device_, stream, engine.resource_);
+  std::int64_t* const counts = offsets ? reinterpret_cast<std::int64_t*>(memory + engine_bytes) : out;
+  STREAMKIT_CUDA_TRY(cudaMemsetAsync(counts, 0, (offsets ? n + 1 : n) * sizeof(std::int64_t), stream.value()));
+  radius_pass<std::int64_t, T> pass;
+  pass.mode = radius_mode::count;
+  pass.radius = radius.radius;
+  pass.radii = radius.radii;
+  pass.scale = distance_scale(engine.options_);
+  pass.counts = counts;
+  engine.radius_run(observations, pass, stream, memory);
+  if (offsets) {
+    std::size_t temporary_bytes = scan_bytes;
+    STREAMKIT_CUDA_TRY(cub::DeviceScan::ExclusiveSum(memory + engine_bytes + counts_bytes, temporary_bytes, counts, out,
+                                                     static_cast<std::int64_t>(n + 1), stream.value()));
+  }
+}
+
+template <class Engine, class T>
+template <class E, class Index>
+void radius_queries<Engine, T>::fill_on(E const& engine, points_ref<T> const& observations, radius_options const& radius,
+                                        radius_neighbors_ref<Index, T> const& result, stream_ref stream, nearest_scratch& scratch)
+{
+  using namespace detail;
+  expect_radius_query(engine.count_, engine.device_, observations, radius, stream);
+  std::size_t const n = observations.count;
+  STREAMKIT_EXPECTS(result.count == n, std::invalid_argument,
+                    "result.count: " + std::to_string(result.count) + " rows for " + std::to_string(n) + " observations");
+  STREAMKIT_EXPECTS(result.offsets != nullptr || n == 0, std::invalid_argument,
+                    "result.offsets: null with " + std::to_string(n) + " observations");
+  STREAMKIT_EXPECTS(result.index != nullptr || result.capacity == 0, std::invalid_argument,
+                    "result.index: null with a capacity of " + std::to_string(result.capacity));
+  expect_index_capacity<Index>(engine.count_);
+  if (n == 0) { return; }
+  device_guard guard(engine.device_);
+  std::size_t const capacity = result.capacity;
+  bool const sorted = radius.sorted && capacity > 0;
+  std::size_t const engine_bytes = align_up(engine.radius_scratch_bytes(n));
+  std::size_t const clamped_bytes = align_up((n + 1) * sizeof(std::int64_t));
+  std::size_t const cursors_bytes = align_up(n * sizeof(unsigned long long));
+  // Short rows (the caller says so): each sorted by one thread; else one radix sort of everything.
+  bool const short_rows = sorted && result.largest_row > 0 && result.largest_row <= radius_small_row;
+  bool const radix = sorted && !short_rows;
+  std::size_t const keys_bytes = sorted ? align_up((radix ? 2 : 1) * capacity * sizeof(tree_key)) : 0;
+  int const end_bit = radius_sort_end_bit(n);
+  std::size_t const sort_bytes = radix ? radius_sort_bytes(capacity, end_bit) : 0;
+  std::byte* const memory = scratch.reserve(engine_bytes + clamped_bytes + cursors_bytes + keys_bytes + sort_bytes, engine.device_, stream,
+                                            engine.resource_);
+  auto* const clamped = reinterpret_cast<std::int64_t*>(memory + engine_bytes);
+  auto* const cursors = reinterpret_cast<unsigned long long*>(memory + engine_bytes + clamped_bytes);
+  auto* const keys = reinterpret_cast<tree_key*>(memory + engine_bytes + clamped_bytes + cursors_bytes);
+  std::byte* const sort_temporary = memory + engine_bytes + clamped_bytes + cursors_bytes + keys_bytes;
+
+  // A sorted fill sorts the whole storage, one radix sort over (row, chord, id): a slot the fill leaves
+  // alone holds the largest key and sorts last (a segmented sort would wait for the device).
+  if (radix) { STREAMKIT_CUDA_TRY(cudaMemsetAsync(keys, 0xff, capacity * sizeof(tree_key), stream.value())); }
+  radius_clamp_offsets<<<grid_size("radius_clamp_offsets", n + 1, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
+    result.offsets, n, capacity, clamped, cursors);
+  STREAMKIT_CHECK_LAUNCH();
+  radius_pass<Index, T> pass;
+  pass.mode = sorted ? radius_mode::fill_sorted : radius_mode::fill_unsorted;
+  pass.radius = radius.radius;
+  pass.radii = radius.radii;
+  pass.scale = distance_scale(engine.options_);
+  pass.offsets = clamped;
+  pass.cursors = cursors;
+  pass.index = result.index;
+  pass.distance = result.distance;
+  pass.keys = keys;
+  pass.invalid_count = result.invalid_count;
+  engine.radius_run(observations, pass, stream, memory);
+  if (!sorted) { return; }
+  if (short_rows) {
+    radius_sort_small_rows<Index, T><<<grid_size("radius_sort_small_rows", n, 128, grid_stride_blocks), 128, 0, stream.value()>>>(
+      observations, n, clamped, keys, engine.radius_coordinates(), engine.count_, result.index, result.distance, pass.scale);
+    STREAMKIT_CHECK_LAUNCH();
+    return;
+  }
+  sorted_pairs<tree_key> const order =
+    sort_keys(keys, capacity, end_bit, sort_temporary, sort_bytes, stream);
+  radius_finish_sorted<Index, T><<<grid_size("radius_finish_sorted", capacity, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
+    observations, n, clamped, order.keys, engine.radius_coordinates(), engine.count_, result.index, result.distance, pass.scale);
+  STREAMKIT_CHECK_LAUNCH();
+}
+
+template <class Engine, class T>
+template <class E>
+void radius_queries<Engine, T>::reject_on(E& engine, points_ref<T> const& observations, stream_ref stream)
+{
+  if (engine.options_.on_invalid == invalid_points::reject && observations.count > 0) {
+    device_guard guard(engine.device_);  // reject: nothing is written before the counts are read
+    detail::reject_invalid_points(observations, engine.options_, engine.invalid_counts_.data(), stream);
+  }
+}
+
+template <class Engine, class T>
+void radius_queries<Engine, T>::radius_count_async(points_ref<T> observations, radius_options const& radius, std::int64_t* counts,
+                                                   stream_ref stream)
+{
+  self().radius_dispatch(observations.count, stream, [&](auto& engine) {
+    count_on(engine, observations, radius, counts, false, stream, engine.scratch_);
+    engine.radius_used(stream);
+  });
+}
+
+template <class Engine, class T>
+void radius_queries<Engine, T>::radius_count_async(points_ref<T> observations, radius_options const& radius, std::int64_t* counts,
+                                                   stream_ref stream, nearest_scratch& scratch) const
+{
+  self().radius_dispatch(observations.count, [&](auto const& engine) { count_on(engine, observations, radius, counts, false, stream, scratch); });
+}
+
+template <class Engine, class T>
+void radius_queries<Engine, T>::radius_count(points_ref<T> observations, radius_options const& radius, std::int64_t* counts,
+                                             stream_ref stream)
+{
+  self().radius_dispatch(observations.count, stream, [&](auto& engine) {
+    detail::expect_radius_query(engine.count_, engine.device_, observations, radius, stream);
+    reject_on(engine, observations, stream);
+    count_on(engine, observations, radius, counts, false, stream, engine.scratch_);
+    engine.radius_used(stream);
+  });
+  stream.sync();
+}
+
+template <class Engine, class T>
+void radius_queries<Engine, T>::radius_offsets_async(points_ref<T> observations, radius_options const& radius, std::int64_t* offsets,
+                                                     stream_ref stream)
+{
+  self().radius_dispatch(observations.count, stream, [&](auto& engine) {
+    count_on(engine, observations, radius, offsets, true, stream, engine.scratch_);
+    engine.radius_used(stream);
+  });
+}
+
+template <class Engine, class T>
+void radius_queries<Engine, T>::radius_offsets_async(points_ref<T> observations, radius_options const& radius, std::int64_t* offsets,
+                                                     stream_ref stream, nearest_scratch& scratch) const
+{
+  self().radius_dispatch(observations.count, [&](auto const& engine) { count_on(engine, observations, radius, offsets, true, stream, scratch); });
+}
+
+template <class Engine, class T>
+template <class Index>
+void radius_queries<Engine, T>::radius_fill_async(points_ref<T> observations, radius_options const& radius,
+                                                  radius_neighbors_ref<Index, T> result, stream_ref stream)
+{
+  self().radius_dispatch(observations.count, stream, [&](auto& engine) {
+    fill_on(engine, observations, radius, result, stream, engine.scratch_);
+    engine.radius_used(stream);
+  });
+}
+
+template <class Engine, class T>
+template <class Index>
+void radius_queries<Engine, T>::radius_fill_async(points_ref<T> observations, radius_options const& radius,
+                                                  radius_neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const
+{
+  self().radius_dispatch(observations.count, [&](auto const& engine) { fill_on(engine, observations, radius, result, stream, scratch); });
+}
+
+template <class Engine, class T>
+template <class Index>
+radius_result<Index, T> radius_queries<Engine, T>::radius_query(points_ref<T> observations, radius_options const& radius, bool distances,
+                                                                stream_ref stream)
+{
+  radius_result<Index, T> out;
+  self().radius_dispatch(observations.count, stream, [&](auto& engine) {
+    using namespace detail;
+    expect_radius_query(engine.count_, engine.device_, observations, radius, stream);
+    expect_index_capacity<Index>(engine.count_);
+    std::size_t const n = observations.count;
+    device_guard guard(engine.device_);
+    reject_on(engine, observations, stream);
+    out.offsets = device_buffer<std::int64_t>(n + 1, stream, engine.resource_);
+    count_on(engine, observations, radius, out.offsets.data(), true, stream, engine.scratch_);
+    // The total and the largest row, read in one copy.
+    device_buffer<unsigned long long> sizes(2, stream, engine.resource_);
+    STREAMKIT_CUDA_TRY(cudaMemsetAsync(sizes.data(), 0, 2 * sizeof(unsigned long long), stream.value()));
+    STREAMKIT_CUDA_TRY(cudaMemcpyAsync(sizes.data(), out.offsets.data() + n, sizeof(std::int64_t), cudaMemcpyDeviceToDevice, stream.value()));
+    if (n > 0) {
+      radius_largest_row<<<grid_size("radius_largest_row", n, 256, grid_stride_blocks), 256, 0, stream.value()>>>(out.offsets.data(), n,
+                                                                                                                sizes.data() + 1);
+      STREAMKIT_CHECK_LAUNCH();
+    }
+    unsigned long long host[2] = {0, 0};
+    STREAMKIT_CUDA_TRY(cudaMemcpyAsync(host, sizes.data(), sizeof host, cudaMemcpyDeviceToHost, stream.value()));
+    stream.sync();
+    expect_radius_bounds(radius, host[1], host[0], n);
+    std::size_t const total = static_cast<std::size_t>(host[0]);
+    out.index = device_buffer<Index>(total, stream, engine.resource_);
+    if (distances) { out.distance = device_buffer<T>(total, stream, engine.resource_); }
+    radius_neighbors_ref<Index, T> storage = out.view();
+    storage.largest_row = static_cast<std::size_t>(host[1]);
+    fill_on(engine, observations, radius, storage, stream, engine.scratch_);
+    engine.radius_used(stream);
+    stream.sync();
+  });
+  return out;
+}
+
+}  // namespace streamkit

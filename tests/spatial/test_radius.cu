@@ -1,0 +1,654 @@
+// Radius queries (issue 27): every reference within a distance of each observation, on both engines
+// (brute_force_index, tree_index), the front end (nearest_index) and the one-shot radius_neighbors,
+// against a float64 CPU brute force over every pair, on fresh random inputs; outputs poisoned first.
+#include "gpu_test.hpp"
+#include "spin_kernel.cuh"
+#include "spatial/hostile_inputs.hpp"
+#include "spatial/knn_checks.hpp"
+#include "spatial/nearest_reference.hpp"
+#include "test_support.hpp"
+
+#include <streamkit/core/stream.hpp>
+#include <streamkit/spatial/haversine.hpp>
+#include <streamkit/spatial/nearest_neighbor.cuh>
+#include <streamkit/spatial/radius.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using streamkit::angle_unit;
+using streamkit::radius_options;
+using streamkit_test::add_cluster;
+using streamkit_test::point_set;
+using streamkit_test::radians_set;
+using streamkit_test::to_device;
+using streamkit_test::to_host;
+using streamkit_test::uniform_points;
+using streamkit_test::upload;
+
+enum class radius_engine { brute_force, tree, front_end, one_shot };
+
+char const* name_of(radius_engine e)
+{
+  switch (e) {
+    case radius_engine::brute_force: return "brute_force_index";
+    case radius_engine::tree: return "tree_index";
+    case radius_engine::front_end: return "nearest_index";
+    case radius_engine::one_shot: return "radius_neighbors";
+  }
+  return "?";
+}
+
+constexpr radius_engine every_engine[] = {radius_engine::brute_force, radius_engine::tree, radius_engine::front_end,
+                                          radius_engine::one_shot};
+
+/// A radius result on the host.
+template <class Index, class T>
+struct host_csr {
+  std::vector<std::int64_t> offsets;
+  std::vector<Index> index;
+  std::vector<T> distance;  // empty when not asked for
+};
+
+template <class Index, class T>
+host_csr<Index, T> fetch(streamkit::radius_result<Index, T> const& r, streamkit::stream const& s)
+{
+  host_csr<Index, T> out{to_host(r.offsets, s), to_host(r.index, s), {}};
+  if (!r.distance.empty()) { out.distance = to_host(r.distance, s); }
+  return out;
+}
+
+/// The blocking query of `e`.
+template <class Index, class T>
+host_csr<Index, T> radius_blocking(radius_engine e, streamkit::points_ref<T> obs, streamkit::points_ref<T> refs, radius_options const& r,
+                                   streamkit::nearest_options const& options, bool distances, streamkit::stream const& s)
+{
+  switch (e) {
+    case radius_engine::brute_force:
+      return fetch(streamkit::brute_force_index<T>(refs, options, s).template radius_query<Index>(obs, r, distances, s), s);
+    case radius_engine::tree: return fetch(streamkit::tree_index<T>(refs, options, s).template radius_query<Index>(obs, r, distances, s), s);
+    case radius_engine::front_end:
+      return fetch(streamkit::nearest_index<T>(refs, options, s).template radius_query<Index>(obs, r, distances, s), s);
+    case radius_engine::one_shot: return fetch(streamkit::radius_neighbors<Index>(obs, refs, r, options, distances, s), s);
+  }
+  return {};
+}
+
+constexpr std::size_t spare = 7;  // poisoned elements past the total, which a fill must leave alone
+
+/// The two-call form: radius_offsets_async, the total read by the test, storage of total + `spare`
+/// poisoned elements, radius_fill_async; checks the count-only form agrees and the spare is untouched.
+/// `tell_largest`: the storage says how long the largest row is (a sorted fill then sorts rows of up to
+/// radius_small_row in one thread each instead of radix-sorting everything).
+template <class Index, class T, class Engine>
+host_csr<Index, T> radius_two_calls(Engine& index, streamkit::points_ref<T> obs, radius_options const& r, bool distances,
+                                    streamkit::stream const& s, bool tell_largest = false)
+{
+  std::size_t const n = obs.count;
+  auto offsets = to_device(std::vector<std::int64_t>(n + 1, -3), s);
+  index.radius_offsets_async(obs, r, offsets.data(), s);
+  std::vector<std::int64_t> const host_offsets = to_host(offsets, s);
+  std::size_t const total = static_cast<std::size_t>(host_offsets[n]);
+  auto out_index = to_device(std::vector<Index>(total + spare, static_cast<Index>(streamkit_test::poison_index)), s);
+  auto out_distance = to_device(std::vector<T>(total + spare, static_cast<T>(streamkit_test::poison_distance)), s);
+  streamkit::radius_neighbors_ref<Index, T> view{offsets.data(), out_index.data(), distances ? out_distance.data() : nullptr, n,
+                                                 total + spare, nullptr, 0};
+  for (std::size_t i = 0; tell_largest && i < n; ++i) {
+    view.largest_row = std::max<std::size_t>(view.largest_row, static_cast<std::size_t>(host_offsets[i + 1] - host_offsets[i]));
+  }
+  index.radius_fill_async(obs, r, view, s);
+  host_csr<Index, T> out{host_offsets, to_host(out_index, s), distances ? to_host(out_distance, s) : std::vector<T>{}};
+  for (std::size_t e = total; e < total + spare; ++e) {
+    EXPECT_EQ(out.index[e], static_cast<Index>(streamkit_test::poison_index)) << "element " << e << " past the total was written";
+    if (distances) { EXPECT_EQ(out.distance[e], static_cast<T>(streamkit_test::poison_distance)) << "distance " << e << " past the total"; }
+  }
+  out.index.resize(total);
+  if (distances) { out.distance.resize(total); }
+  // The count-only form gives the rows' sizes.
+  auto counts = to_device(std::vector<std::int64_t>(std::max<std::size_t>(n, 1), -5), s);
+  index.radius_count_async(obs, r, n == 0 ? nullptr : counts.data(), s);
+  std::vector<std::int64_t> const host_counts = to_host(counts, s);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (host_counts[i] != host_offsets[i + 1] - host_offsets[i]) {
+      ADD_FAILURE() << "row " << i << ": count " << host_counts[i] << ", offsets give " << host_offsets[i + 1] - host_offsets[i];
+      break;
+    }
+  }
+  return out;
+}
+
+/// Checks a radius result against the float64 CPU brute force: offsets well formed; every row holds
+/// each valid reference whose haversine × scale is below its radius by more than the rounding of two
+/// evaluations, none above it by more, no invalid or repeated reference; distances are the float64
+/// haversine × scale rounded to T (and, in T = double, never above the radius); sorted rows ascend by
+/// distance, identical references by index. `radii`: each row's radius (in the unit).
+template <class Index, class T>
+void expect_radius(host_csr<Index, T> const& got, radians_set const& obs, radians_set const& refs, std::vector<double> const& radii,
+                   double scale, bool sorted, bool distances)
+{
+  std::size_t const n = obs.size();
+  ASSERT_EQ(got.offsets.size(), n + 1);
+  ASSERT_EQ(got.offsets[0], 0);
+  for (std::size_t i = 0; i < n; ++i) { ASSERT_LE(got.offsets[i], got.offsets[i + 1]) << "row " << i; }
+  ASSERT_EQ(static_cast<std::size_t>(got.offsets[n]), got.index.size());
+  if (distances) { ASSERT_EQ(got.distance.size(), got.index.size()); }
+  std::atomic<std::size_t> failures{0};
+  std::mutex report;
+  std::vector<std::string> messages;
+  auto const fail = [&](std::size_t i, std::string const& what) {
+    if (failures.fetch_add(1) < 10) {
+      std::lock_guard const lock(report);
+      messages.push_back("row " + std::to_string(i) + ": " + what);
+    }
+  };
+  streamkit_test::parallel_for(
+    n,
+    [&](std::size_t begin, std::size_t end) {
+      std::vector<char> in_row(refs.size());
+      for (std::size_t i = begin; i < end; ++i) {
+        double const r = radii[i];
+        auto const first = static_cast<std::size_t>(got.offsets[i]);
+        auto const last = static_cast<std::size_t>(got.offsets[i + 1]);
+        double previous = -1.0;
+        std::int64_t previous_j = -1;
+        for (std::size_t e = first; e < last; ++e) {
+          auto const j = static_cast<std::int64_t>(got.index[e]);
+          if (j < 0 || static_cast<std::size_t>(j) >= refs.size() || !refs.valid[static_cast<std::size_t>(j)] || !obs.valid[i]) {
+            fail(i, "index " + std::to_string(j) + " (invalid reference or observation, or out of range)");
+            continue;
+          }
+          if (in_row[static_cast<std::size_t>(j)] != 0) { fail(i, "index " + std::to_string(j) + " twice"); }
+          in_row[static_cast<std::size_t>(j)] = 1;
+          double const d = streamkit_test::true_distance(obs, i, refs, static_cast<std::size_t>(j));
+          double const tolerance = streamkit_test::distance_tolerance<double>(d) * scale;
+          if (!(d * scale <= r + tolerance)) {
+            std::ostringstream what;
+            what.precision(17);
+            what << "index " << j << " at " << d * scale << ", beyond the radius " << r;
+            fail(i, what.str());
+          }
+          if (distances) {
+            double const reported = static_cast<double>(got.distance[e]);
+            if (!(std::abs(reported - d * scale) <= streamkit_test::distance_tolerance<T>(d) * scale)) {
+              std::ostringstream what;
+              what.precision(17);
+              what << "index " << j << ": distance " << reported << ", true " << d * scale;
+              fail(i, what.str());
+            }
+            if (std::is_same_v<T, double> && !(reported <= r)) {
+              std::ostringstream what;
+              what.precision(17);
+              what << "index " << j << ": reported distance " << reported << " above the radius " << r;
+              fail(i, what.str());
+            }
+          }
+          if (sorted && e > first) {
+            bool const same_point = refs.lat[static_cast<std::size_t>(j)] == refs.lat[static_cast<std::size_t>(previous_j)] &&
+                                    refs.lon[static_cast<std::size_t>(j)] == refs.lon[static_cast<std::size_t>(previous_j)];
+            if (d < previous - 2 * streamkit_test::haversine_rounding(d) - 4e-16) {
+              fail(i, "not sorted by distance at element " + std::to_string(e - first));
+            } else if (same_point && j < previous_j) {
+              fail(i, "identical references out of index order at element " + std::to_string(e - first));
+            }
+          }
+          previous = d;
+          previous_j = j;
+        }
+        // Every reference surely within is there.
+        for (std::size_t j = 0; obs.valid[i] && j < refs.size(); ++j) {
+          if (!refs.valid[j] || in_row[j] != 0) { continue; }
+          double const d = streamkit_test::true_distance(obs, i, refs, j);
+          if (d * scale < r - streamkit_test::distance_tolerance<double>(d) * scale) {
+            std::ostringstream what;
+            what.precision(17);
+            what << "reference " << j << " at " << d * scale << " within the radius " << r << " is missing";
+            fail(i, what.str());
+          }
+        }
+        for (std::size_t e = first; e < last; ++e) {
+          auto const j = static_cast<std::int64_t>(got.index[e]);
+          if (j >= 0 && static_cast<std::size_t>(j) < refs.size()) { in_row[static_cast<std::size_t>(j)] = 0; }
+        }
+      }
+    },
+    n * refs.size());
+  for (auto const& message : messages) { ADD_FAILURE() << message; }
+  EXPECT_EQ(failures.load(), 0U) << "rows wrong";
+}
+
+/// The same rows, each taken as a set (unsorted results).
+template <class Index, class T>
+void expect_same_sets(host_csr<Index, T> const& a, host_csr<Index, T> const& b, char const* what)
+{
+  ASSERT_EQ(a.offsets, b.offsets) << what;
+  for (std::size_t i = 0; i + 1 < a.offsets.size(); ++i) {
+    std::vector<Index> x(a.index.begin() + a.offsets[i], a.index.begin() + a.offsets[i + 1]);
+    std::vector<Index> y(b.index.begin() + b.offsets[i], b.index.begin() + b.offsets[i + 1]);
+    std::sort(x.begin(), x.end());
+    std::sort(y.begin(), y.end());
+    if (x != y) {
+      ADD_FAILURE() << what << ": row " << i << " differs";
+      return;
+    }
+  }
+}
+
+streamkit::nearest_options options_in(streamkit::distance_unit unit, streamkit::invalid_points on_invalid = streamkit::invalid_points::reject)
+{
+  streamkit::nearest_options options;
+  options.unit = unit;
+  options.on_invalid = on_invalid;
+  return options;
+}
+
+double scale_of(streamkit::nearest_options const& options)
+{
+  switch (options.unit) {
+    case streamkit::distance_unit::kilometres: return options.sphere_radius_km;
+    case streamkit::distance_unit::metres: return options.sphere_radius_km * 1000.0;
+    default: return 1.0;
+  }
+}
+
+/// Every engine, blocking (sorted, with distances) and the two-call form (sorted, and unsorted without
+/// distances), each against the CPU brute force; the sorted rows identical on every engine.
+template <class T, class Index = std::int64_t>
+void check_every_engine(point_set const& obs_points, point_set const& ref_points, radius_options const& r,
+                        streamkit::nearest_options const& options, std::vector<double> const& row_radii = {},
+                        angle_unit unit = angle_unit::degrees)
+{
+  streamkit::stream const s(0);
+  auto const obs = upload<T>(obs_points, unit, false, s);
+  auto const refs = upload<T>(ref_points, unit, true, s);
+  std::vector<double> const radii = row_radii.empty() ? std::vector<double>(obs.size(), r.radius) : row_radii;
+  double const scale = scale_of(options);
+  host_csr<Index, T> first;
+  for (radius_engine const e : every_engine) {
+    SCOPED_TRACE(name_of(e));
+    auto const got = radius_blocking<Index>(e, obs.points, refs.points, r, options, true, s);
+    expect_radius(got, obs.seen, refs.seen, radii, scale, true, true);
+    if (e == radius_engine::brute_force) {
+      first = got;
+    } else {
+      EXPECT_EQ(got.offsets, first.offsets) << "offsets differ from the brute force's";
+      EXPECT_EQ(got.index, first.index) << "sorted rows differ from the brute force's";
+    }
+  }
+  auto const two_calls = [&](auto& index) {
+    auto const sorted = radius_two_calls<Index, T>(index, obs.points, r, true, s);
+    expect_radius(sorted, obs.seen, refs.seen, radii, scale, true, true);
+    EXPECT_EQ(sorted.index, first.index) << "two calls vs blocking";
+    auto const told = radius_two_calls<Index, T>(index, obs.points, r, true, s, true);
+    expect_radius(told, obs.seen, refs.seen, radii, scale, true, true);
+    EXPECT_EQ(told.index, first.index) << "two calls, largest row told, vs blocking";
+    EXPECT_EQ(told.distance, sorted.distance) << "distances: largest row told or not";
+    radius_options unsorted = r;
+    unsorted.sorted = false;
+    auto const any_order = radius_two_calls<Index, T>(index, obs.points, unsorted, false, s);
+    expect_radius(any_order, obs.seen, refs.seen, radii, scale, false, false);
+    expect_same_sets(any_order, first, "unsorted vs sorted");
+    auto const unsorted_distances = radius_two_calls<Index, T>(index, obs.points, unsorted, true, s);
+    expect_radius(unsorted_distances, obs.seen, refs.seen, radii, scale, false, true);
+  };
+  {
+    SCOPED_TRACE("brute_force_index, two calls");
+    streamkit::brute_force_index<T> index(refs.points, options, s);
+    two_calls(index);
+  }
+  {
+    SCOPED_TRACE("tree_index, two calls");
+    streamkit::tree_index<T> index(refs.points, options, s);
+    two_calls(index);
+  }
+  {
+    SCOPED_TRACE("nearest_index, two calls");
+    streamkit::nearest_index<T> index(refs.points, options, s);
+    two_calls(index);
+  }
+}
+
+class Radius : public ::testing::Test {
+ protected:
+  void SetUp() override { STREAMKIT_REQUIRE_GPU(); }
+  std::mt19937_64 rng{streamkit_test::fresh_seed()};
+};
+
+point_set clustered(std::size_t per_cluster, std::size_t noise, double radius_m, std::mt19937_64& rng)
+{
+  point_set points;
+  for (auto const& [lat, lon] : std::vector<std::pair<double, double>>{{48.8566, 2.3522}, {0.0, 180.0}, {89.9999, 0.0}}) {
+    add_cluster(points, lat, lon, radius_m, per_cluster, rng);
+  }
+  point_set const scattered = uniform_points(noise, rng);
+  for (std::size_t i = 0; i < scattered.size(); ++i) { points.add(scattered.lat[i], scattered.lon[i]); }
+  return points;
+}
+
+TEST_F(Radius, UniformKilometresEveryEngine)
+{
+  radius_options r;
+  r.radius = 700.0;  // about 12 of 4000 references per row
+  check_every_engine<float>(uniform_points(3000, rng), uniform_points(4000, rng), r, options_in(streamkit::distance_unit::kilometres));
+  check_every_engine<double>(uniform_points(2500, rng), uniform_points(3000, rng), r, options_in(streamkit::distance_unit::kilometres));
+}
+
+TEST_F(Radius, UniformRadiansInt32AndEmptyRows)
+{
+  radius_options r;
+  r.radius = 0.01;  // most rows empty
+  check_every_engine<double, std::int32_t>(uniform_points(2000, rng), uniform_points(3000, rng), r,
+                                           options_in(streamkit::distance_unit::radians), {}, angle_unit::radians);
+}
+
+TEST_F(Radius, ClusteredMetres)
+{
+  radius_options r;
+  r.radius = 40.0;  // metres, in clusters of 100 m
+  point_set const refs = clustered(1500, 500, 100.0, rng);
+  point_set const obs = clustered(700, 300, 100.0, rng);
+  check_every_engine<double>(obs, refs, r, options_in(streamkit::distance_unit::metres));
+  check_every_engine<float>(obs, refs, r, options_in(streamkit::distance_unit::metres));
+}
+
+TEST_F(Radius, IdenticalReferencesEveryMemberOfAGroup)
+{
+  for (char const* name : {"refs_one_point", "depots", "groups_2_to_64", "poles_exact", "cell_3m", "cell_1cm_distinct", "antipodal_pairs",
+                            "obs_all_identical", "grid_1deg", "null_island_10pct"}) {
+    SCOPED_TRACE(name);
+    for (auto const& c : streamkit_hostile::input_classes()) {
+      if (std::string(c.name) != name) { continue; }
+      auto const p = streamkit_hostile::generate(c, 1000, 2000, rng());  // n, m
+      point_set obs, refs;
+      obs.lat = p.observations.lat;
+      obs.lon = p.observations.lon;
+      refs.lat = p.references.lat;
+      refs.lon = p.references.lon;
+      radius_options r;
+      r.radius = 300.0;  // km
+      check_every_engine<double>(obs, refs, r, options_in(streamkit::distance_unit::kilometres));
+      r.radius = 0.002;  // 2 m: inside the piles of cell_3m and cell_1cm_distinct
+      check_every_engine<double>(obs, refs, r, options_in(streamkit::distance_unit::kilometres));
+      r.radius = 0.0;
+      check_every_engine<float>(obs, refs, r, options_in(streamkit::distance_unit::kilometres));
+      // References as observations: rows inside the piles.
+      point_set on_refs;
+      for (std::size_t i = 0; i < 400; ++i) { on_refs.add(refs.lat[i * 5], refs.lon[i * 5]); }
+      for (double const radius : {0.0, 0.002}) {
+        r.radius = radius;
+        check_every_engine<double>(on_refs, refs, r, options_in(streamkit::distance_unit::kilometres));
+      }
+    }
+  }
+}
+
+TEST_F(Radius, ZeroRadiusKeepsOnlyReferencesAtTheObservation)
+{
+  point_set refs = uniform_points(1000, rng);
+  point_set obs = uniform_points(600, rng);
+  for (std::size_t i = 0; i < 300; ++i) {  // observations on references, some of them repeated
+    std::size_t const j = rng() % 200;
+    obs.lat[i] = refs.lat[j];
+    obs.lon[i] = refs.lon[j];
+    refs.lat[200 + i] = refs.lat[j];
+    refs.lon[200 + i] = refs.lon[j];
+  }
+  radius_options r;
+  r.radius = 0.0;
+  check_every_engine<double>(obs, refs, r, options_in(streamkit::distance_unit::radians));
+  check_every_engine<float>(obs, refs, r, options_in(streamkit::distance_unit::metres));
+}
+
+TEST_F(Radius, HalfATurnAndInfinityReturnEveryValidReference)
+{
+  point_set refs = uniform_points(700, rng);
+  refs.lat[5] = std::numeric_limits<double>::quiet_NaN();
+  refs.lat[77] = 95.0;
+  point_set const obs = uniform_points(300, rng);
+  auto const options = options_in(streamkit::distance_unit::kilometres, streamkit::invalid_points::mark);
+  for (double const radius : {streamkit::pi * options.sphere_radius_km, std::numeric_limits<double>::infinity(), 1e9}) {
+    SCOPED_TRACE(radius);
+    radius_options r;
+    r.radius = radius;
+    check_every_engine<double>(obs, refs, r, options);
+    streamkit::stream const s(0);
+    auto const o = upload<double>(obs, angle_unit::degrees, false, s);
+    auto const f = upload<double>(refs, angle_unit::degrees, false, s);
+    auto const got = radius_blocking<std::int64_t>(radius_engine::tree, o.points, f.points, r, options, true, s);
+    for (std::size_t i = 0; i < obs.size(); ++i) { ASSERT_EQ(got.offsets[i + 1] - got.offsets[i], 698) << "row " << i; }
+  }
+}
+
+TEST_F(Radius, PointsExactlyAtThePerObservationRadiusAreIn)
+{
+  // Each row's radius is the distance the k-nearest search reports for its 3rd nearest: the same
+  // float64 haversine, so that reference (and every one as near) must be in the row.
+  point_set const refs = uniform_points(2000, rng);
+  point_set const obs = uniform_points(1200, rng);
+  streamkit::stream const s(0);
+  for (auto const unit : {streamkit::distance_unit::radians, streamkit::distance_unit::kilometres}) {
+    auto const options = options_in(unit);
+    auto const o = upload<double>(obs, angle_unit::degrees, false, s);
+    auto const f = upload<double>(refs, angle_unit::degrees, false, s);
+    std::size_t const k = 3;
+    auto index = to_device(std::vector<std::int64_t>(obs.size() * k, -1), s);
+    auto distance = to_device(std::vector<double>(obs.size() * k, 0.0), s);
+    streamkit::nearest_options exact = options;
+    exact.precision = streamkit::nn_precision::exact;
+    streamkit::brute_force_index<double>(f.points, exact, s)
+      .query(o.points, streamkit::neighbors_ref<std::int64_t, double>::dense(index.data(), distance.data(), obs.size(), k), s);
+    std::vector<double> const knn_distance = to_host(distance, s);
+    std::vector<std::int64_t> const knn_index = to_host(index, s);
+    std::vector<double> radii(obs.size());
+    for (std::size_t i = 0; i < obs.size(); ++i) { radii[i] = knn_distance[i * k + k - 1]; }
+    radii[7] = std::numeric_limits<double>::quiet_NaN();  // empty rows
+    radii[8] = -1.0;
+    auto const device_radii = to_device(radii, s);
+    radius_options r;
+    r.radii = device_radii.data();
+    radii[7] = -1.0;  // the checker's view of a NaN radius: nothing within
+    check_every_engine<double>(obs, refs, r, options, radii);
+    auto const got = radius_blocking<std::int64_t>(radius_engine::tree, o.points, f.points, r, options, true, s);
+    for (std::size_t i = 0; i < obs.size(); ++i) {
+      if (i == 7 || i == 8) {
+        EXPECT_EQ(got.offsets[i + 1], got.offsets[i]) << "row " << i << " with a NaN or negative radius";
+        continue;
+      }
+      // The row's first k entries are the k nearest (the order of the k-nearest search).
+      ASSERT_GE(got.offsets[i + 1] - got.offsets[i], static_cast<std::int64_t>(k)) << "row " << i;
+      for (std::size_t j = 0; j < k; ++j) {
+        EXPECT_EQ(got.index[static_cast<std::size_t>(got.offsets[i]) + j], knn_index[i * k + j]) << "row " << i << " entry " << j;
+      }
+    }
+  }
+}
+
+TEST_F(Radius, SingleReferenceSingleObservationAndNoObservations)
+{
+  radius_options r;
+  r.radius = 5000.0;
+  check_every_engine<double>(uniform_points(500, rng), uniform_points(1, rng), r, options_in(streamkit::distance_unit::kilometres));
+  check_every_engine<float>(uniform_points(1, rng), uniform_points(900, rng), r, options_in(streamkit::distance_unit::kilometres));
+  check_every_engine<double>(point_set{}, uniform_points(100, rng), r, options_in(streamkit::distance_unit::kilometres));
+}
+
+TEST_F(Radius, InvalidPointsAreMarkedOrRejected)
+{
+  point_set refs = uniform_points(900, rng);
+  point_set obs = uniform_points(400, rng);
+  refs.lon[3] = std::numeric_limits<double>::infinity();
+  refs.lat[10] = -91.0;
+  obs.lat[0] = std::numeric_limits<double>::quiet_NaN();
+  obs.lat[17] = 90.5;
+  radius_options r;
+  r.radius = 2000.0;
+  check_every_engine<double>(obs, refs, r, options_in(streamkit::distance_unit::kilometres, streamkit::invalid_points::mark));
+  streamkit::stream const s(0);
+  auto const o = upload<double>(obs, angle_unit::degrees, false, s);
+  auto const f = upload<double>(refs, angle_unit::degrees, false, s);
+  auto const reject = options_in(streamkit::distance_unit::kilometres);
+  for (radius_engine const e : every_engine) {
+    SCOPED_TRACE(name_of(e));
+    STREAMKIT_EXPECT_THROW_WITH((radius_blocking<std::int64_t>(e, o.points, f.points, r, reject, true, s)), std::invalid_argument,
+                                "references: 2 point(s)");
+  }
+  // Valid references, invalid observations: the observations are named.
+  point_set good_refs = uniform_points(300, rng);
+  auto const g = upload<double>(good_refs, angle_unit::degrees, false, s);
+  streamkit::tree_index<double> tree(g.points, reject, s);
+  STREAMKIT_EXPECT_THROW_WITH(tree.radius_query(o.points, r, true, s), std::invalid_argument, "observations: 2 point(s)");
+  auto counts = to_device(std::vector<std::int64_t>(obs.size(), -1), s);
+  STREAMKIT_EXPECT_THROW_WITH(tree.radius_count(o.points, r, counts.data(), s), std::invalid_argument, "observations: 2 point(s)");
+  EXPECT_EQ(to_host(counts, s)[5], -1) << "a rejected count wrote its output";
+  // Marked: counted through the result's counter.
+  auto invalid = to_device(std::vector<unsigned long long>{0}, s);
+  streamkit::tree_index<double> marking(g.points, options_in(streamkit::distance_unit::kilometres, streamkit::invalid_points::mark), s);
+  auto offsets = to_device(std::vector<std::int64_t>(obs.size() + 1), s);
+  marking.radius_offsets_async(o.points, r, offsets.data(), s);
+  std::size_t const total = static_cast<std::size_t>(to_host(offsets, s).back());
+  streamkit::device_buffer<std::int64_t> idx(total, s);
+  marking.radius_fill_async(o.points, r, streamkit::radius_neighbors_ref<std::int64_t, double>{offsets.data(), idx.data(), nullptr, obs.size(), total, invalid.data(), 0}, s);
+  EXPECT_EQ(to_host(invalid, s)[0], 2U);
+}
+
+TEST_F(Radius, BoundsThrowSayingHowManyWouldHaveComeBack)
+{
+  streamkit::stream const s(0);
+  point_set const refs = uniform_points(2000, rng);
+  point_set const obs = uniform_points(500, rng);
+  auto const o = upload<double>(obs, angle_unit::degrees, false, s);
+  auto const f = upload<double>(refs, angle_unit::degrees, false, s);
+  auto const options = options_in(streamkit::distance_unit::kilometres);
+  radius_options r;
+  r.radius = 1500.0;
+  for (radius_engine const e : {radius_engine::brute_force, radius_engine::tree, radius_engine::front_end}) {
+    SCOPED_TRACE(name_of(e));
+    auto const full = radius_blocking<std::int64_t>(e, o.points, f.points, r, options, false, s);
+    std::size_t largest = 0;
+    for (std::size_t i = 0; i < obs.size(); ++i) {
+      largest = std::max<std::size_t>(largest, static_cast<std::size_t>(full.offsets[i + 1] - full.offsets[i]));
+    }
+    std::size_t const total = full.index.size();
+    ASSERT_GT(largest, 1U);
+    radius_options bounded = r;
+    bounded.max_per_row = largest - 1;
+    STREAMKIT_EXPECT_THROW_WITH((radius_blocking<std::int64_t>(e, o.points, f.points, bounded, options, false, s)), std::length_error,
+                                "a row would hold " + std::to_string(largest) + " references within the radius, above max_per_row = " +
+                                  std::to_string(largest - 1) + " (" + std::to_string(total) + " in all");
+    bounded.max_per_row = largest;
+    bounded.max_total = total - 1;
+    STREAMKIT_EXPECT_THROW_WITH((radius_blocking<std::int64_t>(e, o.points, f.points, bounded, options, false, s)), std::length_error,
+                                std::to_string(total) + " references within the radius in all");
+    bounded.max_total = total;
+    EXPECT_EQ(radius_blocking<std::int64_t>(e, o.points, f.points, bounded, options, false, s).index, full.index);
+  }
+}
+
+TEST_F(Radius, AsyncFormsNeverWaitAndConstFormsTakeTheCallersScratch)
+{
+  streamkit::stream const s(0);
+  point_set const refs = uniform_points(5000, rng);
+  point_set const obs = uniform_points(100000, rng);
+  auto const o = upload<float>(obs, angle_unit::degrees, false, s);
+  auto const f = upload<float>(refs, angle_unit::degrees, false, s);
+  auto const options = options_in(streamkit::distance_unit::kilometres);
+  streamkit::nearest_index<float> index(f.points, options, s);
+  radius_options r;
+  r.radius = 300.0;
+  index.prepare_radius(obs.size(), s);
+  streamkit::nearest_scratch scratch;
+  auto offsets = to_device(std::vector<std::int64_t>(obs.size() + 1), s);
+  index.radius_offsets_async(o.points, r, offsets.data(), s, scratch);
+  std::size_t const total = static_cast<std::size_t>(to_host(offsets, s).back());
+  streamkit::device_buffer<std::int64_t> idx(total, s);
+  streamkit::device_buffer<float> dist(total, s);
+  index.radius_fill_async(o.points, r, streamkit::radius_neighbors_ref<std::int64_t, float>{offsets.data(), idx.data(), dist.data(), obs.size(), total, nullptr, 0}, s, scratch);
+  host_csr<std::int64_t, float> got{to_host(offsets, s), to_host(idx, s), to_host(dist, s)};
+  std::vector<double> const radii(obs.size(), r.radius);
+  expect_radius(got, o.seen, f.seen, radii, options.sphere_radius_km, true, true);
+  // Behind a 200 ms kernel, the async calls return at once.
+  s.sync();
+  streamkit_test::spin_then_increment<<<1, 32, 0, s.value()>>>(10 * streamkit_test::twenty_ms, nullptr);
+  ASSERT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  auto const start = std::chrono::steady_clock::now();
+  index.radius_count_async(o.points, r, offsets.data(), s);
+  index.radius_offsets_async(o.points, r, offsets.data(), s);
+  index.radius_fill_async(o.points, r,
+                          streamkit::radius_neighbors_ref<std::int64_t, float>{offsets.data(), idx.data(), dist.data(), obs.size(), total, nullptr, 0}, s);
+  double const waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_FALSE(s.ready()) << "the calls returned after the 200 ms kernel: they waited";
+  EXPECT_LT(waited, 0.1);
+  s.sync();
+}
+
+// ---- host side: argument checks, run in CI without a GPU -----------------------------------------
+
+TEST(RadiusHost, BoundErrorsSayHowManyWouldHaveComeBack)
+{
+  radius_options r;
+  r.max_per_row = 10;
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::detail::expect_radius_bounds(r, 11, 500, 40), std::length_error,
+                              "a row would hold 11 references within the radius, above max_per_row = 10 (500 in all over 40 rows)");
+  r.max_per_row = 100;
+  r.max_total = 499;
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::detail::expect_radius_bounds(r, 11, 500, 40), std::length_error,
+                              "500 references within the radius in all (40 rows, the largest 11), above max_total = 499");
+  r.max_total = 500;
+  EXPECT_NO_THROW(streamkit::detail::expect_radius_bounds(r, 11, 500, 40));
+}
+
+TEST(RadiusHost, BadRadiusAndViewsAreRejectedBeforeAnyCudaCall)
+{
+  radius_options r;
+  r.radius = -1.0;
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::detail::expect_radius_options(r), std::invalid_argument, "radius.radius: must be at least 0");
+  r.radius = std::numeric_limits<double>::quiet_NaN();
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::detail::expect_radius_options(r), std::invalid_argument, "radius.radius");
+  r.radius = std::numeric_limits<double>::infinity();
+  EXPECT_NO_THROW(streamkit::detail::expect_radius_options(r));
+  double const radii = 1.0;
+  r.radius = -1.0;
+  r.radii = &radii;  // per observation: the scalar is ignored
+  EXPECT_NO_THROW(streamkit::detail::expect_radius_options(r));
+  // The one-shot query checks its arguments before it touches a device.
+  float const lat[1] = {0.f};
+  auto const refs = streamkit::points_ref<float>::separate(lat, lat, 1);
+  auto const empty = streamkit::points_ref<float>::separate(nullptr, nullptr, 0);
+  auto const obs = streamkit::points_ref<float>::separate(nullptr, nullptr, 5);
+  radius_options good;
+  good.radius = 1.0;
+  streamkit::nearest_options options;
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::radius_neighbors(obs, refs, good, options, true, streamkit::stream_ref::legacy_default()),
+                              std::invalid_argument, "observations: null coordinates with a count of 5");
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::radius_neighbors(empty, empty, good, options, true, streamkit::stream_ref::legacy_default()),
+                              std::invalid_argument, "references: the reference set is empty");
+  options.sphere_radius_km = -1;
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::radius_neighbors(empty, refs, good, options, true, streamkit::stream_ref::legacy_default()),
+                              std::invalid_argument, "options.sphere_radius_km");
+  radius_options negative;
+  negative.radius = -2.0;
+  STREAMKIT_EXPECT_THROW_WITH(streamkit::radius_neighbors(empty, refs, negative, streamkit::nearest_options{}, true,
+                                                          streamkit::stream_ref::legacy_default()),
+                              std::invalid_argument, "radius.radius: must be at least 0 (infinity for every reference), got -2");
+}
+
+TEST(RadiusHost, EmptyResultHasNoRows)
+{
+  streamkit::radius_result<std::int32_t, float> r;
+  EXPECT_EQ(r.rows(), 0U);
+  EXPECT_EQ(r.total(), 0U);
+}
+
+}  // namespace
