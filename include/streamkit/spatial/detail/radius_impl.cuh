@@ -137,10 +137,7 @@ void brute_force_index<T>::radius_run(points_ref<T> const& observations, detail:
 template <class T>
 std::size_t tree_index<T>::radius_scratch_bytes(std::size_t n) const
 {
-  using namespace detail;
-  if (n < tree_sort_threshold) { return 0; }
-  constexpr int key_bits = 32;
-  return 2 * align_up(2 * n * sizeof(std::uint32_t)) + sort_temporary_bytes<std::uint32_t>(n, key_bits);
+  return detail::observation_order_bytes(n);
 }
 
 template <class T>
@@ -156,18 +153,7 @@ void tree_index<T>::radius_run(points_ref<T> const& observations, detail::radius
 {
   using namespace detail;
   std::size_t const n = observations.count;
-  std::uint32_t const* order = nullptr;
-  if (n >= tree_sort_threshold) {  // observations in Morton order, as the k-nearest search sorts them
-    constexpr int key_bits = 32;
-    std::size_t const sort_bytes = sort_temporary_bytes<std::uint32_t>(n, key_bits);
-    std::size_t const pairs_bytes = align_up(2 * n * sizeof(std::uint32_t));
-    auto* const keys = reinterpret_cast<std::uint32_t*>(memory);
-    auto* const ids = reinterpret_cast<std::uint32_t*>(memory + pairs_bytes);
-    tree_observation_keys<T><<<grid_size("tree_observation_keys", n, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
-      observations, n, keys, ids);
-    STREAMKIT_CHECK_LAUNCH();
-    order = sort_by_key(keys, ids, n, key_bits, memory + 2 * pairs_bytes, sort_bytes, stream).ids;
-  }
+  std::uint32_t const* const order = observation_order(observations, memory, stream);  // as the k-nearest search
   pass.cursors = nullptr;  // one thread per row: positions without atomics
   tree_view const view = tree_layout(count_, leaves_).view(tree_.data(), member_ids_, leaves_);
   radius_tree<Index, T><<<grid_size("radius_tree", n, tree_search_threads), tree_search_threads, 0, stream.value()>>>(observations, n,

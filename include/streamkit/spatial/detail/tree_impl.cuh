@@ -110,6 +110,32 @@ inline std::size_t scan_temporary_bytes(std::size_t count)
   return bytes;
 }
 
+/// Bytes observation_order() needs for n observations (none below tree_sort_threshold).
+inline std::size_t observation_order_bytes(std::size_t n)
+{
+  if (n < tree_sort_threshold) { return 0; }
+  constexpr int key_bits = 32;  // 30 Morton bits, and the top bits that sort invalid observations last
+  return 2 * align_up(2 * n * sizeof(std::uint32_t)) + sort_temporary_bytes<std::uint32_t>(n, key_bits);
+}
+
+/// The observations' indices in 30-bit Morton order, so that a warp searches neighbours, sorted on
+/// `stream` in `memory` (observation_order_bytes(n)); null (their own order) below tree_sort_threshold.
+template <class T>
+std::uint32_t const* observation_order(points_ref<T> const& observations, std::byte* memory, stream_ref stream)
+{
+  std::size_t const n = observations.count;
+  if (n < tree_sort_threshold) { return nullptr; }
+  constexpr int key_bits = 32;
+  std::size_t const sort_bytes = sort_temporary_bytes<std::uint32_t>(n, key_bits);
+  std::size_t const pairs_bytes = align_up(2 * n * sizeof(std::uint32_t));
+  auto* const keys = reinterpret_cast<std::uint32_t*>(memory);
+  auto* const ids = reinterpret_cast<std::uint32_t*>(memory + pairs_bytes);
+  tree_observation_keys<T><<<grid_size("tree_observation_keys", n, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
+    observations, n, keys, ids);
+  STREAMKIT_CHECK_LAUNCH();
+  return sort_by_key(keys, ids, n, key_bits, memory + 2 * pairs_bytes, sort_bytes, stream).ids;
+}
+
 }  // namespace detail
 
 template <class T>
@@ -233,20 +259,9 @@ void tree_index<T>::search(points_ref<T> observations, neighbors_ref<Index, T> r
   using namespace detail;
   device_guard guard(device_);
   std::size_t const n = observations.count;
-  std::uint32_t const* order = nullptr;
-  if (n >= tree_sort_threshold) {
-    constexpr int key_bits = 32;  // 30 Morton bits, and the top bits that sort invalid observations last
-    std::size_t const sort_bytes = sort_temporary_bytes<std::uint32_t>(n, key_bits);
-    std::size_t const pairs_bytes = align_up(2 * n * sizeof(std::uint32_t));
-    std::size_t const bytes = 2 * pairs_bytes + sort_bytes;
-    std::byte* const memory = scratch.reserve(bytes, device_, stream, resource_);
-    auto* const keys = reinterpret_cast<std::uint32_t*>(memory);
-    auto* const ids = reinterpret_cast<std::uint32_t*>(memory + pairs_bytes);
-    tree_observation_keys<T><<<grid_size("tree_observation_keys", n, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
-      observations, n, keys, ids);
-    STREAMKIT_CHECK_LAUNCH();
-    order = sort_by_key(keys, ids, n, key_bits, memory + 2 * pairs_bytes, sort_bytes, stream).ids;
-  }
+  std::size_t const bytes = observation_order_bytes(n);
+  std::uint32_t const* const order =
+    observation_order(observations, bytes > 0 ? scratch.reserve(bytes, device_, stream, resource_) : nullptr, stream);
   tree_view const view = tree_layout(count_, leaves_).view(tree_.data(), member_ids_, leaves_);
   tree_search<K, Index, T><<<grid_size("tree_search", n, tree_search_threads), tree_search_threads, 0, stream.value()>>>(
     observations, n, order, view, result, static_cast<int>(result.k), max_chord2(options_), distance_scale(options_));
