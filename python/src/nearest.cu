@@ -182,14 +182,14 @@ void radius_query(bool on_cuda, int device, points_ref<T> observations, points_r
   std::vector<std::int64_t> host_offsets;
   if (on_cuda) {
     streamkit::device_guard const guard(device);
-    retain_freed_device_memory(device);
+    prepare_device(device);
     radius_on_device<T>(observations, references, request, options, streamkit::stream_ref(stream), offsets, storage, host_offsets);
     return;
   }
   // Host arrays: contiguous (n, 2) rows copied to this device, the results copied back; waits.
   if (streamkit::device_count() == 0) { throw std::runtime_error("radius_neighbors: no CUDA device is visible"); }
   streamkit::device_guard const guard(device);
-  retain_freed_device_memory(device);
+  prepare_device(device);
   streamkit::stream const s(device);
   std::size_t const n = observations.count, m = references.count;
   auto const upload = [&](points_ref<T> p, std::size_t count) {
