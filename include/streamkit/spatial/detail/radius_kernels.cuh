@@ -231,17 +231,17 @@ __global__ void __launch_bounds__(tree_search_threads)
   radius_bounds const bounds(active ? row_radius(pass, i) : 0.0, pass.scale, valid);
   vec4<double> const precise_p = unit_vector<double>(lat, lon, true);
   float3 const p{static_cast<float>(precise_p.x), static_cast<float>(precise_p.y), static_cast<float>(precise_p.z)};
-  search_bounds float_bounds(0.0);
+  // The bounds of a list whose worst entry is the filter (its float64 band and capsule reach), with
+  // the radius's own float filter.
+  bool const empty_row = !(bounds.filter >= 0.0);
+  search_bounds float_bounds(empty_row ? 0.0 : bounds.filter);
   float_bounds.upper = bounds.float_filter;
   if (bounds.filter == cuda::std::numeric_limits<double>::infinity()) {
     float_bounds.lower = cuda::std::numeric_limits<float>::infinity();  // every box with a point in it is wanted
-  } else if (!(bounds.filter >= 0.0)) {
+  } else if (empty_row) {
     float_bounds.lower = 0.f;
-  } else {
-    float_bounds.lower = search_bounds(bounds.filter).lower;
+    float_bounds.reach = -1.0;
   }
-  // The capsule test's reach (capsule_room): that of a list whose worst entry is the filter.
-  float_bounds.reach = bounds.filter >= 0.0 ? search_bounds(bounds.filter).reach : -1.0;
   radius_sink<Index, T> sink(pass, i, lat, lon, active);
   std::size_t const groups = *tree.group_count;
 
