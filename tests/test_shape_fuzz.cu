@@ -16,15 +16,26 @@
 // one-shot and the multi-GPU searches, for k from 1 to max_neighbors into rows of a stride up to
 // k + 2 (the gaps poisoned and checked), sometimes within a max_distance; k-nearest and float64-ranked
 // answers are checked with expect_knn, the brute force's k = 1 with expect_nearest.
+//
+// Radius queries: every engine (brute_force_index, tree_index) and the front end (nearest_index), each
+// through radius_count_async, radius_count, radius_offsets_async + radius_fill_async (sorted or not,
+// with or without distances, the largest row told or not, storage for the whole result or half of
+// it) and radius_query, the non-const forms and the const ones with a nearest_scratch, and the
+// one-shot radius_neighbors; one radius per call or per observation (some NaN, negative, 0 and
+// infinite), r = 0 to every reference, max_per_row / max_total one below the result (the
+// std::length_error's counts checked) or at it; checked with spatial/radius_checks.hpp against the
+// float64 CPU brute force. Results past 2^31 pairs are a giant shape.
 #include "gpu_test.hpp"
 #include "preprocessing/minmax_reference.hpp"
 #include "spatial/nearest_reference.hpp"
+#include "spatial/radius_checks.hpp"
 #include "test_support.hpp"
 
 #include <streamkit/multi_gpu/dispatcher.hpp>
 #include <streamkit/preprocessing/minmax.cuh>
 #include <streamkit/multi_gpu/minmax_dispatch.cuh>
 #include <streamkit/spatial/nearest_neighbor.cuh>
+#include <streamkit/spatial/radius.hpp>
 #include <streamkit/multi_gpu/nearest_neighbor_dispatch.cuh>
 #include <streamkit/core/stream.hpp>
 
@@ -33,6 +44,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -43,6 +55,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -636,22 +649,29 @@ struct device_points {
   streamkit_test::radians_set seen;
 };
 
+/// `p` in `unit`, as separate arrays (stride 1) or records of `stride` elements.
+template <class T>
+device_points<T> upload(streamkit_test::point_set const& p, streamkit::angle_unit unit, std::size_t stride, streamkit::stream const& s)
+{
+  device_points<T> d;
+  d.lat = streamkit_test::converted<T>(p.lat, unit);
+  d.lon = streamkit_test::converted<T>(p.lon, unit);
+  d.seen = streamkit_test::as_seen(d.lat, d.lon, unit);
+  if (stride == 1) {
+    d.storage.push_back(to_device(d.lat, s));
+    d.storage.push_back(to_device(d.lon, s));
+    d.ref = streamkit::points_ref<T>::separate(d.storage[0].data(), d.storage[1].data(), p.size(), unit);
+    return d;
+  }
+  d.storage.push_back(to_device(records_of(d.lat, d.lon, stride), s));
+  d.ref = {d.storage[0].data(), d.storage[0].data() + 1, p.size(), stride, unit};
+  return d;
+}
+
 template <class T>
 device_points<T> upload(streamkit_test::point_set const& p, nearest_case const& c, streamkit::stream const& s)
 {
-  device_points<T> d;
-  d.lat = streamkit_test::converted<T>(p.lat, c.unit);
-  d.lon = streamkit_test::converted<T>(p.lon, c.unit);
-  d.seen = streamkit_test::as_seen(d.lat, d.lon, c.unit);
-  if (c.stride == 1) {
-    d.storage.push_back(to_device(d.lat, s));
-    d.storage.push_back(to_device(d.lon, s));
-    d.ref = streamkit::points_ref<T>::separate(d.storage[0].data(), d.storage[1].data(), p.size(), c.unit);
-    return d;
-  }
-  d.storage.push_back(to_device(records_of(d.lat, d.lon, c.stride), s));
-  d.ref = {d.storage[0].data(), d.storage[0].data() + 1, p.size(), c.stride, c.unit};
-  return d;
+  return upload<T>(p, c.unit, c.stride, s);
 }
 
 double scale_of(streamkit::distance_unit unit)
@@ -1027,6 +1047,618 @@ TEST_F(ShapeFuzz, NearestNeighbourEveryEntryPointMatchesTheBruteForce)
   auto const extremes = settings.extremes ? extreme_nearest_cases() : std::vector<nearest_case>{};
   run_cases("extreme nearest-neighbour", extremes.size(), [&](std::size_t k) { return run(extremes[k]); });
   run_cases("random nearest-neighbour", settings.shapes, [&](std::size_t) { return run(random_nearest_case(rng)); });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Radius queries
+
+enum class radius_engine { brute_force, tree, front_end, one_shot };
+enum class radius_call { count_async, count_with_scratch, count_blocking, two_pass, two_pass_with_scratch, blocking };
+/// Blocking calls only: radius_options::max_per_row / max_total one below the result (std::length_error
+/// naming the counts), or both exactly at it (the query answers).
+enum class radius_bound { none, max_per_row, max_total, both_at_the_result };
+
+char const* name_of(radius_engine e)
+{
+  switch (e) {
+    case radius_engine::brute_force: return "brute_force_index";
+    case radius_engine::tree: return "tree_index";
+    case radius_engine::front_end: return "nearest_index";
+    case radius_engine::one_shot: break;
+  }
+  return "radius_neighbors";
+}
+
+char const* name_of(radius_call c)
+{
+  switch (c) {
+    case radius_call::count_async: return "radius_count_async";
+    case radius_call::count_with_scratch: return "const radius_count_async with a scratch";
+    case radius_call::count_blocking: return "radius_count";
+    case radius_call::two_pass: return "radius_offsets_async + radius_fill_async";
+    case radius_call::two_pass_with_scratch: return "const radius_offsets_async + radius_fill_async with a scratch";
+    case radius_call::blocking: break;
+  }
+  return "radius_query";
+}
+
+char const* name_of(radius_bound b)
+{
+  switch (b) {
+    case radius_bound::none: return "";
+    case radius_bound::max_per_row: return " max_per_row one below the largest row";
+    case radius_bound::max_total: return " max_total one below the total";
+    case radius_bound::both_at_the_result: break;
+  }
+  return " max_per_row and max_total at the result";
+}
+
+struct radius_case {
+  radius_engine engine = radius_engine::brute_force;
+  radius_call call = radius_call::two_pass;
+  bool is_double = false;
+  bool int64 = false;
+  std::size_t n = 1, m = 1;
+  std::size_t stride = 1;  // 1: separate arrays; 2 and more: lat and lon interleaved in records of `stride`
+  streamkit::angle_unit unit = streamkit::angle_unit::degrees;
+  streamkit::distance_unit distance = streamkit::distance_unit::radians;
+  double radius = 0.0;            // in `distance` (infinity: every valid reference); the base of per-observation radii
+  bool per_observation = false;   // radius_options::radii: radius × [1/4, 4], and some 0, NaN, negative and infinite radii
+  bool sorted = true;
+  bool with_distance = true;
+  bool tell_largest = false;      // two passes, sorted: radius_neighbors_ref::largest_row read from the offsets
+  bool short_storage = false;     // two passes: storage for half the total (never written past; rows incomplete)
+  radius_bound bound = radius_bound::none;
+  streamkit::invalid_points on_invalid = streamkit::invalid_points::reject;
+  bool invalid_observations = false;  // with reject: the blocking calls must throw and write nothing
+  bool clustered = false;             // many near-ties and duplicates; observations on references
+  bool prior_set = false;             // engines: built on another set and radius-queried, then updated
+
+  [[nodiscard]] bool blocking() const { return call == radius_call::count_blocking || call == radius_call::blocking; }
+  [[nodiscard]] bool counts_only() const
+  {
+    return call == radius_call::count_async || call == radius_call::count_with_scratch || call == radius_call::count_blocking;
+  }
+  /// The engine that answers: the engines' own; the front end's and the one-shot's the k = 1 exact choice
+  /// (nearest_index::radius_engine_for).
+  [[nodiscard]] streamkit::search_engine engine_picked() const
+  {
+    switch (engine) {
+      case radius_engine::brute_force: return streamkit::search_engine::brute_force;
+      case radius_engine::tree: return streamkit::search_engine::tree;
+      case radius_engine::front_end: break;
+      case radius_engine::one_shot:
+        if (n == 0) { return streamkit::search_engine::brute_force; }  // radius_neighbors returns after the checks
+        break;
+    }
+    return streamkit::detail::choose_engine(n, m, 1, streamkit::nn_precision::exact);
+  }
+  [[nodiscard]] std::string describe() const
+  {
+    std::ostringstream s;
+    s.precision(17);
+    s << name_of(engine) << "::" << name_of(call) << " " << (is_double ? "double" : "float") << (int64 ? " int64 " : " int32 ") << n
+      << " x " << m << " stride " << stride << (unit == streamkit::angle_unit::degrees ? " degrees" : " radians") << " radius " << radius
+      << " " << name_of(distance) << (per_observation ? " per observation" : "");
+    if (!counts_only()) { s << (sorted ? " sorted" : " unsorted") << (with_distance ? "" : " no distance"); }
+    s << (tell_largest ? " largest row told" : "") << (short_storage ? " storage for half the total" : "") << name_of(bound)
+      << (on_invalid == streamkit::invalid_points::mark ? " mark" : " reject") << (invalid_observations ? " with invalid observations" : "")
+      << (clustered ? " clustered" : "") << (prior_set ? " after a query of a prior set" : "") << " engine " << name_of(engine_picked());
+    return s.str();
+  }
+};
+
+template <class Type>
+struct tag_of {
+  using type = Type;
+};
+
+/// What the fuzz fills the count and offset outputs with before a pass.
+constexpr std::int64_t count_poison = -5;
+constexpr std::size_t radius_spare = 7;  // poisoned elements past a fill's capacity, which it must leave alone
+
+/// Each observation's radius for a case with per-observation radii: the case's radius × [1/4, 4], and
+/// about 2 % each NaN, negative, 0 and infinite.
+std::vector<double> random_radii(radius_case const& c, std::mt19937_64& rng)
+{
+  std::vector<double> radii(c.n, c.radius);
+  std::uniform_real_distribution<double> u(0.0, 1.0), factor(std::log(0.25), std::log(4.0));
+  for (double& r : radii) {
+    double const p = u(rng);
+    r = p < 0.02   ? std::numeric_limits<double>::quiet_NaN()
+        : p < 0.04 ? -1.0
+        : p < 0.06 ? 0.0
+        : p < 0.08 ? std::numeric_limits<double>::infinity()
+                   : c.radius * std::exp(factor(rng));
+  }
+  return radii;
+}
+
+template <class T, class Index>
+void run_radius(radius_case const& c, std::mt19937_64& rng, streamkit::stream const& s)
+{
+  SCOPED_TRACE(c.describe());
+  auto obs_points = random_points(c.n, c.clustered, rng);
+  auto ref_points = random_points(c.m, c.clustered, rng);
+  if (c.clustered && c.n > 1) {  // observations exactly on references: rows of identical references, r = 0
+    for (std::size_t i = 0; i < c.n; i += 11) {
+      obs_points.lat[i] = ref_points.lat[i % c.m];
+      obs_points.lon[i] = ref_points.lon[i % c.m];
+    }
+  }
+  if (c.on_invalid == streamkit::invalid_points::mark) {
+    if (c.n > 0) { spoil(obs_points, rng); }
+    spoil(ref_points, rng);
+  }
+  if (c.invalid_observations && c.n > 0) { spoil(obs_points, rng); }
+  streamkit::nearest_options options;
+  options.on_invalid = c.on_invalid;
+  options.unit = c.distance;
+  auto const obs = upload<T>(obs_points, c.unit, c.stride, s);
+  auto const refs = upload<T>(ref_points, c.unit, c.stride, s);
+
+  // The radii: the device's, and the checker's (a NaN or negative radius: an empty row).
+  std::vector<double> radii = c.per_observation ? random_radii(c, rng) : std::vector<double>(c.n, c.radius);
+  std::optional<streamkit::device_buffer<double>> d_radii;
+  streamkit::radius_options r;
+  r.sorted = c.sorted;
+  if (c.per_observation) {
+    d_radii.emplace(to_device(radii, s));
+    r.radii = d_radii->data();
+    r.radius = -1.0;  // ignored when radii are given
+  } else {
+    r.radius = c.radius;
+  }
+  for (double& radius : radii) { radius = radius >= 0.0 ? radius : -1.0; }
+  double const scale = scale_of(c.distance);
+  std::size_t invalid = 0;
+  for (char valid : obs.seen.valid) { invalid += valid ? 0 : 1; }
+  bool const rejects = c.invalid_observations && c.on_invalid == streamkit::invalid_points::reject && c.blocking();
+  Index const index_poison = static_cast<Index>(streamkit_test::poison_index);
+  T const distance_poison = static_cast<T>(streamkit_test::poison_distance);
+
+  // A blocking query (an index's radius_query, or radius_neighbors) with the case's bound.
+  auto const check_blocking = [&](auto const& query) {
+    if (rejects) {
+      STREAMKIT_EXPECT_THROW_WITH(query(r), std::invalid_argument, "observations: ");
+      return;
+    }
+    streamkit::radius_options bounded = r;
+    if (c.bound != radius_bound::none) {
+      // The rows' sizes, counted by a brute-force index over the same references (every engine returns
+      // the same rows) and checked against the CPU.
+      auto d_counts = to_device(std::vector<std::int64_t>(std::max<std::size_t>(c.n, 1), count_poison), s);
+      streamkit::brute_force_index<T> counter(refs.ref, options, s);
+      counter.radius_count_async(obs.ref, r, d_counts.data(), s);
+      std::vector<std::int64_t> counts = to_host(d_counts, s);
+      counts.resize(c.n);
+      streamkit_test::expect_radius_counts(counts, obs.seen, refs.seen, radii, scale);
+      std::size_t largest = 0, total = 0;
+      for (std::int64_t count : counts) {
+        largest = std::max(largest, static_cast<std::size_t>(count));
+        total += static_cast<std::size_t>(count);
+      }
+      std::string const rows = std::to_string(c.n);
+      if (c.bound == radius_bound::max_per_row && largest > 0) {
+        bounded.max_per_row = largest - 1;
+        STREAMKIT_EXPECT_THROW_WITH(query(bounded), std::length_error,
+                                    "a row would hold " + std::to_string(largest) + " references within the radius, above max_per_row = " +
+                                      std::to_string(largest - 1) + " (" + std::to_string(total) + " in all over " + rows + " rows)");
+        return;
+      }
+      if (c.bound == radius_bound::max_total && total > 0) {
+        bounded.max_total = total - 1;
+        STREAMKIT_EXPECT_THROW_WITH(query(bounded), std::length_error,
+                                    std::to_string(total) + " references within the radius in all (" + rows + " rows, the largest " +
+                                      std::to_string(largest) + "), above max_total = " + std::to_string(total - 1));
+        return;
+      }
+      bounded.max_per_row = largest;  // at the result (or a bound that no empty result exceeds): answers
+      bounded.max_total = total;
+    }
+    auto const got = streamkit_test::fetch(query(bounded), s);
+    streamkit_test::expect_radius(got, obs.seen, refs.seen, radii, scale, c.sorted, c.with_distance);
+  };
+
+  // The case's call on an index (brute_force_index, tree_index or nearest_index).
+  auto const on_index = [&](auto& index) {
+    using engine_type = std::decay_t<decltype(index)>;
+    constexpr bool front_end = std::is_same_v<engine_type, streamkit::nearest_index<T>>;
+    if constexpr (front_end) { EXPECT_EQ(index.radius_engine_for(c.n), c.engine_picked()) << "nearest_index::radius_engine_for"; }
+    streamkit::nearest_scratch scratch;
+    bool const with_scratch = c.call == radius_call::count_with_scratch || c.call == radius_call::two_pass_with_scratch;
+    if constexpr (front_end) {
+      if (with_scratch) { index.prepare_radius(c.n, s); }  // the const forms need the engine picked ready
+    }
+    switch (c.call) {
+      case radius_call::count_async:
+      case radius_call::count_with_scratch:
+      case radius_call::count_blocking: {
+        auto d_counts = to_device(std::vector<std::int64_t>(std::max<std::size_t>(c.n, 1), count_poison), s);
+        if (c.call == radius_call::count_with_scratch) {
+          std::as_const(index).radius_count_async(obs.ref, r, d_counts.data(), s, scratch);
+        } else if (c.call == radius_call::count_async) {
+          index.radius_count_async(obs.ref, r, d_counts.data(), s);
+        } else if (rejects) {
+          STREAMKIT_EXPECT_THROW_WITH(index.radius_count(obs.ref, r, d_counts.data(), s), std::invalid_argument, "observations: ");
+          for (std::int64_t count : to_host(d_counts, s)) { ASSERT_EQ(count, count_poison) << "a rejected radius_count wrote a count"; }
+          return;
+        } else {
+          index.radius_count(obs.ref, r, d_counts.data(), s);
+        }
+        std::vector<std::int64_t> counts = to_host(d_counts, s);
+        counts.resize(c.n);
+        streamkit_test::expect_radius_counts(counts, obs.seen, refs.seen, radii, scale);
+        return;
+      }
+      case radius_call::two_pass:
+      case radius_call::two_pass_with_scratch: {
+        auto d_offsets = to_device(std::vector<std::int64_t>(c.n + 1, count_poison), s);
+        if (with_scratch) {
+          std::as_const(index).radius_offsets_async(obs.ref, r, d_offsets.data(), s, scratch);
+        } else {
+          index.radius_offsets_async(obs.ref, r, d_offsets.data(), s);
+        }
+        std::vector<std::int64_t> const offsets = to_host(d_offsets, s);
+        ASSERT_EQ(offsets[0], 0) << "offsets[0]";
+        std::vector<std::int64_t> counts(c.n);
+        std::size_t largest = 0;
+        for (std::size_t i = 0; i < c.n; ++i) {
+          counts[i] = offsets[i + 1] - offsets[i];
+          ASSERT_GE(counts[i], 0) << "row " << i << ": offsets " << offsets[i] << " then " << offsets[i + 1];
+          largest = std::max(largest, static_cast<std::size_t>(counts[i]));
+        }
+        std::size_t const total = static_cast<std::size_t>(offsets[c.n]);
+        std::size_t const capacity = c.short_storage ? total / 2 : total;
+        auto d_index = to_device(std::vector<Index>(capacity + radius_spare, index_poison), s);
+        std::optional<streamkit::device_buffer<T>> d_distance;
+        if (c.with_distance) { d_distance.emplace(to_device(std::vector<T>(capacity + radius_spare, distance_poison), s)); }
+        auto d_invalid = to_device(std::vector<unsigned long long>{0}, s);
+        streamkit::radius_neighbors_ref<Index, T> view{d_offsets.data(), d_index.data(), c.with_distance ? d_distance->data() : nullptr,
+                                                       c.n, capacity, d_invalid.data(), c.tell_largest ? largest : 0};
+        if (with_scratch) {
+          std::as_const(index).radius_fill_async(obs.ref, r, view, s, scratch);
+        } else {
+          index.radius_fill_async(obs.ref, r, view, s);
+        }
+        streamkit_test::host_csr<Index, T> got{offsets, to_host(d_index, s), c.with_distance ? to_host(*d_distance, s) : std::vector<T>{}};
+        EXPECT_EQ(to_host(d_invalid, s)[0], invalid) << "result.invalid_count";
+        std::size_t past = 0;
+        for (std::size_t e = capacity; e < capacity + radius_spare; ++e) {
+          past += got.index[e] != index_poison || (c.with_distance && !(got.distance[e] == distance_poison)) ? 1 : 0;
+        }
+        EXPECT_EQ(past, 0U) << "elements past the capacity " << capacity << " written";
+        if (c.short_storage) {
+          // The offsets are the whole result's; the rows that fit are complete; the slots of the row cut
+          // short hold a reference, −1 (a sorted fill's unwritten slot) or the poison.
+          streamkit_test::expect_radius_counts(counts, obs.seen, refs.seen, radii, scale);
+          std::size_t complete = 0;
+          while (complete < c.n && static_cast<std::size_t>(offsets[complete + 1]) <= capacity) { ++complete; }
+          auto const fitted = static_cast<std::size_t>(offsets[complete]);
+          std::size_t wrong = 0;
+          for (std::size_t e = fitted; e < capacity; ++e) {
+            Index const j = got.index[e];
+            wrong += j == index_poison || j == Index(-1) || (j >= 0 && static_cast<std::size_t>(j) < c.m) ? 0 : 1;
+          }
+          EXPECT_EQ(wrong, 0U) << "slots of the row cut short hold indices that are no reference";
+          streamkit_test::radians_set rows;
+          rows.lat.assign(obs.seen.lat.begin(), obs.seen.lat.begin() + static_cast<std::ptrdiff_t>(complete));
+          rows.lon.assign(obs.seen.lon.begin(), obs.seen.lon.begin() + static_cast<std::ptrdiff_t>(complete));
+          rows.valid.assign(obs.seen.valid.begin(), obs.seen.valid.begin() + static_cast<std::ptrdiff_t>(complete));
+          got.offsets.resize(complete + 1);
+          got.index.resize(fitted);
+          if (c.with_distance) { got.distance.resize(fitted); }
+          streamkit_test::expect_radius(got, rows, refs.seen, std::vector<double>(radii.begin(), radii.begin() + static_cast<std::ptrdiff_t>(complete)),
+                                        scale, c.sorted, c.with_distance);
+          return;
+        }
+        got.index.resize(total);
+        if (c.with_distance) { got.distance.resize(total); }
+        streamkit_test::expect_radius(got, obs.seen, refs.seen, radii, scale, c.sorted, c.with_distance);
+        return;
+      }
+      case radius_call::blocking:
+        check_blocking([&](streamkit::radius_options const& bounded) {
+          return index.template radius_query<Index>(obs.ref, bounded, c.with_distance, s);
+        });
+        return;
+    }
+  };
+
+  // The index: on the references, or built on another set of another size and radius-queried there
+  // (a nearest_index builds the tree it picks), then updated to the references.
+  auto const with_index = [&](auto tag) {
+    using engine_type = typename decltype(tag)::type;
+    if (!c.prior_set) {
+      engine_type index(refs.ref, options, s);
+      on_index(index);
+      s.sync();
+      return;
+    }
+    auto const other = upload<T>(streamkit_test::uniform_points(log_uniform(rng, 1, 2 * c.m), rng), c.unit, 1, s);
+    engine_type index(other.ref, options, s);
+    streamkit::device_buffer<std::int64_t> prior(c.n + 1, s);
+    index.radius_offsets_async(obs.ref, r, prior.data(), s);
+    index.update(refs.ref, s);
+    on_index(index);
+    s.sync();  // the other set and the prior offsets outlive the queries that read and write them
+  };
+  switch (c.engine) {
+    case radius_engine::brute_force: with_index(tag_of<streamkit::brute_force_index<T>>{}); break;
+    case radius_engine::tree: with_index(tag_of<streamkit::tree_index<T>>{}); break;
+    case radius_engine::front_end: with_index(tag_of<streamkit::nearest_index<T>>{}); break;
+    case radius_engine::one_shot:
+      check_blocking([&](streamkit::radius_options const& bounded) {
+        return streamkit::radius_neighbors<Index>(obs.ref, refs.ref, bounded, options, c.with_distance, s);
+      });
+      break;
+  }
+}
+
+radius_case random_radius_case(std::mt19937_64& rng)
+{
+  radius_case c;
+  std::bernoulli_distribution coin(0.5);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  c.engine = static_cast<radius_engine>(std::uniform_int_distribution<int>(0, 3)(rng));
+  if (c.engine == radius_engine::one_shot) {
+    c.call = radius_call::blocking;
+  } else {  // the two passes and the blocking query most often
+    double const p = u(rng);
+    c.call = p < 0.3    ? radius_call::two_pass
+             : p < 0.45 ? radius_call::two_pass_with_scratch
+             : p < 0.7  ? radius_call::blocking
+             : p < 0.8  ? radius_call::count_async
+             : p < 0.9  ? radius_call::count_with_scratch
+                        : radius_call::count_blocking;
+  }
+  c.is_double = coin(rng);
+  c.int64 = coin(rng);
+  // Pairs: the CPU reference costs n × m.
+  std::size_t const pairs = log_uniform(rng, 1, std::size_t{1} << 24);
+  int const shape = std::uniform_int_distribution<int>(0, 19)(rng);
+  if (shape < 3) {  // at the tree's sorting of observations
+    long const delta = std::uniform_int_distribution<long>(-2, 2)(rng);
+    c.n = static_cast<std::size_t>(static_cast<long>(streamkit::detail::tree_sort_threshold) + delta);
+    c.m = log_uniform(rng, 1, std::max<std::size_t>(1, (std::size_t{1} << 24) / c.n));
+  } else if (shape < 11) {
+    c.n = near_threshold_or_random(rng, nearest_observation_thresholds(), 1, pairs);
+    c.m = log_uniform(rng, 1, std::max<std::size_t>(1, pairs / c.n));
+  } else {
+    c.m = near_threshold_or_random(rng, nearest_reference_thresholds(), 1, pairs);
+    c.n = log_uniform(rng, 1, std::max<std::size_t>(1, pairs / c.m));
+  }
+  c.stride = std::uniform_int_distribution<std::size_t>(1, 4)(rng);
+  c.unit = coin(rng) ? streamkit::angle_unit::degrees : streamkit::angle_unit::radians;
+  c.distance = static_cast<streamkit::distance_unit>(std::uniform_int_distribution<int>(0, 2)(rng));
+  c.on_invalid = coin(rng) ? streamkit::invalid_points::reject : streamkit::invalid_points::mark;
+  c.invalid_observations = c.on_invalid == streamkit::invalid_points::reject && std::bernoulli_distribution(0.1)(rng);
+  c.clustered = std::bernoulli_distribution(0.3)(rng);
+  c.prior_set = c.engine != radius_engine::one_shot && std::bernoulli_distribution(0.3)(rng);
+  c.per_observation = std::bernoulli_distribution(0.3)(rng);
+  c.sorted = std::bernoulli_distribution(0.7)(rng);
+  c.with_distance = std::bernoulli_distribution(0.7)(rng);
+  bool const two_pass = c.call == radius_call::two_pass || c.call == radius_call::two_pass_with_scratch;
+  c.tell_largest = two_pass && c.sorted && coin(rng);
+  c.short_storage = two_pass && std::bernoulli_distribution(0.08)(rng);
+  if (c.call == radius_call::blocking && std::bernoulli_distribution(0.3)(rng)) {
+    c.bound = static_cast<radius_bound>(std::uniform_int_distribution<int>(1, 3)(rng));
+  }
+  // The radius, in radians: for a mean row of `rows` (a cap of ρ holds about M ρ² / 4 of M uniform
+  // references; clustered ones lie in spots of about 500 within 2 km), sometimes 0, the clusters'
+  // scale, or every reference (small shapes only: the result holds n × m pairs).
+  double const m = static_cast<double>(c.m);
+  double const n = static_cast<double>(std::max<std::size_t>(c.n, 1));
+  double rho = 0.0;
+  double const kind = u(rng);
+  if (kind < 0.05) {
+    rho = 0.0;
+  } else if (kind < 0.1 && n * m <= static_cast<double>(std::size_t{1} << 21)) {
+    rho = coin(rng) ? std::numeric_limits<double>::infinity() : streamkit::pi;
+  } else if (kind < 0.25 && c.clustered) {
+    rho = 2000.0 / (streamkit::earth_radius_km * 1000.0) * std::exp(std::uniform_real_distribution<double>(std::log(0.01), std::log(2.0))(rng));
+  } else {
+    double const rows = std::min(std::exp(std::uniform_real_distribution<double>(std::log(0.05), std::log(100.0))(rng)),
+                                 static_cast<double>(std::size_t{1} << 20) / n);
+    rho = std::min(streamkit::pi, 2.0 * std::sqrt(rows / m));
+  }
+  c.radius = rho * scale_of(c.distance);
+  return c;
+}
+
+std::vector<radius_case> extreme_radius_cases()
+{
+  std::vector<radius_case> cases;
+  double const every = std::numeric_limits<double>::infinity();
+  auto const add = [&](radius_engine engine, radius_call call, std::size_t n, std::size_t m, double radians) -> radius_case& {
+    radius_case c;
+    c.engine = engine;
+    c.call = engine == radius_engine::one_shot ? radius_call::blocking : call;
+    c.n = n;
+    c.m = m;
+    c.radius = radians;
+    cases.push_back(c);
+    return cases.back();
+  };
+  // A radius holding about `rows` of M uniform references.
+  auto const holding = [](double rows, std::size_t m) { return std::min(streamkit::pi, 2.0 * std::sqrt(rows / static_cast<double>(m))); };
+  using e = radius_engine;
+  using rc = radius_call;
+  // One observation and one reference; no observations.
+  for (e engine : {e::brute_force, e::tree, e::front_end}) {
+    add(engine, rc::two_pass, 1, 1, 0.0);
+    add(engine, rc::blocking, 1, 1, every).with_distance = false;
+    add(engine, rc::count_async, 0, 100, 1.0);
+    add(engine, rc::two_pass_with_scratch, 0, 100, 1.0);
+    add(engine, rc::blocking, 0, 100, 1.0).is_double = true;
+  }
+  add(e::one_shot, rc::blocking, 1, 1, streamkit::pi).is_double = true;
+  add(e::one_shot, rc::blocking, 0, 5, 1.0);
+  // Past the grid-stride kernels' cap (grid_stride_blocks × 256 rows: radius_clamp_offsets,
+  // radius_largest_row, radius_sort_small_rows), three references each within every radius.
+  std::size_t const past_stride_cap = streamkit::detail::grid_stride_blocks * 256 + 259;
+  add(e::brute_force, rc::two_pass, past_stride_cap, 3, every).tell_largest = true;
+  add(e::tree, rc::blocking, past_stride_cap, 3, streamkit::pi);
+  // More reference tiles than the brute force has slices (max_grid_yz × 256 references), few observations.
+  std::size_t const past_slice_cap = streamkit::detail::max_grid_yz * 256 + 7;
+  {
+    auto& c = add(e::brute_force, rc::two_pass, 3, past_slice_cap, holding(200, past_slice_cap) * streamkit::earth_radius_km);
+    c.distance = streamkit::distance_unit::kilometres;
+  }
+  {
+    auto& c = add(e::brute_force, rc::blocking, 3, past_slice_cap, every);
+    c.sorted = false;
+    c.with_distance = false;
+    c.int64 = true;
+  }
+  add(e::tree, rc::two_pass_with_scratch, 5, past_slice_cap, holding(50, past_slice_cap)).is_double = true;
+  // One row of 2^20 + 1 references, radix-sorted.
+  add(e::tree, rc::blocking, 1, (std::size_t{1} << 20) + 1, streamkit::pi).is_double = true;
+  // A sorted fill told the largest row: rows of radius_small_row (each sorted by one thread) and one more (radix sort).
+  add(e::brute_force, rc::two_pass, 2000, streamkit::radius_small_row, every).tell_largest = true;
+  add(e::tree, rc::two_pass, 2000, streamkit::radius_small_row, every).tell_largest = true;
+  add(e::front_end, rc::two_pass, 2000, streamkit::radius_small_row + 1, every).tell_largest = true;
+  add(e::brute_force, rc::two_pass, 2000, streamkit::radius_small_row + 1, every);
+  // The tree's sorting of observations.
+  std::size_t const leaf = streamkit::detail::tree_leaf_size;
+  std::size_t const sort_from = streamkit::detail::tree_sort_threshold;
+  add(e::tree, rc::two_pass, sort_from - 1, 256 * leaf + 1, holding(16, 256 * leaf + 1)).tell_largest = true;
+  add(e::tree, rc::blocking, sort_from, 256 * leaf + 1, holding(16, 256 * leaf + 1)).is_double = true;
+  // Identical references and observations on them: r = 0 and a few metres.
+  for (e engine : {e::brute_force, e::tree, e::front_end, e::one_shot}) {
+    auto& zero = add(engine, rc::two_pass, 5000, 5000, 0.0);
+    zero.clustered = true;
+    zero.is_double = true;
+    auto& metres = add(engine, rc::blocking, 5000, 5000, 6.0);
+    metres.clustered = true;
+    metres.distance = streamkit::distance_unit::metres;
+  }
+  // Storage for half the total.
+  add(e::brute_force, rc::two_pass, 4000, 4000, holding(20, 4000)).short_storage = true;
+  {
+    auto& c = add(e::tree, rc::two_pass, 4000, 4000, holding(20, 4000));
+    c.short_storage = true;
+    c.sorted = false;
+  }
+  {
+    auto& c = add(e::front_end, rc::two_pass_with_scratch, 4000, 4000, holding(20, 4000));
+    c.short_storage = true;
+    c.tell_largest = true;
+  }
+  // The front end's tree (picked for 2^20 observations), after a query of a prior set.
+  {
+    auto& c = add(e::front_end, rc::two_pass_with_scratch, std::size_t{1} << 20, 256, holding(4, 256));
+    c.prior_set = true;
+    c.tell_largest = true;
+  }
+  add(e::front_end, rc::blocking, std::size_t{1} << 20, 256, holding(4, 256)).bound = radius_bound::both_at_the_result;
+  // Bounds, per observation radii, invalid points.
+  for (radius_bound bound : {radius_bound::max_per_row, radius_bound::max_total}) {
+    for (e engine : {e::brute_force, e::tree, e::front_end, e::one_shot}) {
+      add(engine, rc::blocking, 3000, 5000, holding(10, 5000)).bound = bound;
+    }
+  }
+  for (e engine : {e::brute_force, e::tree, e::front_end}) {
+    auto& c = add(engine, rc::two_pass, 3000, 5000, holding(10, 5000));
+    c.per_observation = true;
+    c.on_invalid = streamkit::invalid_points::mark;
+    auto& rejected = add(engine, engine == e::tree ? rc::count_blocking : rc::blocking, 3000, 5000, holding(10, 5000));
+    rejected.invalid_observations = true;
+  }
+  add(e::one_shot, rc::blocking, 3000, 5000, holding(10, 5000)).invalid_observations = true;
+  return cases;
+}
+
+std::string run_radius_case(radius_case const& c, std::mt19937_64& rng, streamkit::stream const& s)
+{
+  if (c.is_double) {
+    c.int64 ? run_radius<double, std::int64_t>(c, rng, s) : run_radius<double, std::int32_t>(c, rng, s);
+  } else {
+    c.int64 ? run_radius<float, std::int64_t>(c, rng, s) : run_radius<float, std::int32_t>(c, rng, s);
+  }
+  return c.describe();
+}
+
+TEST_F(ShapeFuzz, RadiusEveryEntryPointMatchesTheBruteForce)
+{
+  streamkit::stream const s(0);
+  auto const extremes = settings.extremes ? extreme_radius_cases() : std::vector<radius_case>{};
+  run_cases("extreme radius", extremes.size(), [&](std::size_t k) { return run_radius_case(extremes[k], rng, s); });
+  run_cases("random radius", settings.shapes, [&](std::size_t) { return run_radius_case(random_radius_case(rng), rng, s); });
+}
+
+/// Results of more than 2^31 pairs: every one of 2^16 observations within an infinite radius of each of
+/// 2^15 + 3 references. The offsets (their scan past 2^31) and, on the brute force, the unsorted fill
+/// into int32 storage (positions past 2^31), every row checked to hold each reference once.
+TEST_F(ShapeFuzz, RadiusGiantResultsPast2To31)
+{
+  if (!settings.giant || !settings.extremes) {
+    GTEST_SKIP() << "STREAMKIT_FUZZ_GIANT=0 or STREAMKIT_FUZZ_EXTREMES=0: results of 2^31 pairs left out";
+  }
+  streamkit::stream const s(0);
+  std::size_t const n = std::size_t{1} << 16, m = (std::size_t{1} << 15) + 3, total = n * m;
+  streamkit::radius_options r;
+  r.radius = std::numeric_limits<double>::infinity();
+  r.sorted = false;
+  run_cases("giant radius", 2, [&](std::size_t k) {
+    bool const fill = k == 0;
+    std::string const what = std::string(fill ? "brute_force_index::radius_offsets_async + radius_fill_async unsorted int32 "
+                                               : "tree_index::radius_offsets_async + radius_count_async ") +
+                             std::to_string(n) + " x " + std::to_string(m) + " infinite radius: " + std::to_string(total) + " pairs";
+    SCOPED_TRACE(what);
+    // Device: the result's indices (fill) and offsets. Host: the indices coming back and the offsets.
+    if (!memory_allows(fill ? total * sizeof(std::int32_t) + n * 32 : n * 32, fill ? total * sizeof(std::int32_t) + n * 32 : n * 32, what)) {
+      return what;
+    }
+    auto const obs = upload<float>(streamkit_test::uniform_points(n, rng), streamkit::angle_unit::degrees, 1, s);
+    auto const refs = upload<float>(streamkit_test::uniform_points(m, rng), streamkit::angle_unit::degrees, 1, s);
+    auto d_offsets = to_device(std::vector<std::int64_t>(n + 1, count_poison), s);
+    auto const expect_offsets = [&] {
+      std::vector<std::int64_t> const offsets = to_host(d_offsets, s);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i <= n; ++i) {
+        if (offsets[i] != static_cast<std::int64_t>(i * m) && wrong++ < 5) { ADD_FAILURE() << "offsets[" << i << "] = " << offsets[i]; }
+      }
+      EXPECT_EQ(wrong, 0U) << "offsets wrong";
+    };
+    if (!fill) {
+      streamkit::tree_index<float> index(refs.ref, streamkit::nearest_options{}, s);
+      index.radius_offsets_async(obs.ref, r, d_offsets.data(), s);
+      expect_offsets();
+      auto d_counts = to_device(std::vector<std::int64_t>(n, count_poison), s);
+      index.radius_count_async(obs.ref, r, d_counts.data(), s);
+      std::vector<std::int64_t> const counts = to_host(d_counts, s);
+      EXPECT_EQ(std::count(counts.begin(), counts.end(), static_cast<std::int64_t>(m)), static_cast<std::ptrdiff_t>(n)) << "counts";
+      return what;
+    }
+    streamkit::brute_force_index<float> index(refs.ref, streamkit::nearest_options{}, s);
+    index.radius_offsets_async(obs.ref, r, d_offsets.data(), s);
+    expect_offsets();
+    streamkit::device_buffer<std::int32_t> d_index(total, s);
+    STREAMKIT_CUDA_TRY(cudaMemsetAsync(d_index.data(), 0xf9, total * sizeof(std::int32_t), s.value()));  // poison: a negative index
+    index.radius_fill_async(obs.ref, r, streamkit::radius_neighbors_ref<std::int32_t, float>{d_offsets.data(), d_index.data(), nullptr, n, total, nullptr, 0},
+                            s);
+    std::vector<std::int32_t> const got = to_host(d_index, s);
+    std::atomic<std::size_t> wrong{0};
+    streamkit_test::parallel_for(
+      n,
+      [&](std::size_t begin, std::size_t end) {
+        std::vector<char> seen(m);
+        for (std::size_t i = begin; i < end; ++i) {
+          std::fill(seen.begin(), seen.end(), 0);
+          bool right = true;
+          for (std::size_t e = i * m; e < (i + 1) * m; ++e) {
+            std::int32_t const j = got[e];
+            right = right && j >= 0 && static_cast<std::size_t>(j) < m && seen[static_cast<std::size_t>(j)] == 0;
+            if (right) { seen[static_cast<std::size_t>(j)] = 1; }
+          }
+          wrong += right ? 0 : 1;
+        }
+      },
+      total);
+    EXPECT_EQ(wrong.load(), 0U) << "rows that do not hold every reference once";
+    return what;
+  });
 }
 
 }  // namespace
