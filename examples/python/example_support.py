@@ -1,6 +1,8 @@
-"""What the Python examples share: the "no GPU" exit, random points on the sphere, the float64 haversine
-the checks use, and CUDA-event timing (as examples/common/example_support.hpp for the C++ examples)."""
+"""What the Python examples share: the "no GPU" exit, CSV tables of points, random points on the sphere, the
+float64 haversine the checks use, and CUDA-event timing (as examples/common/example_support.hpp for the C++
+examples)."""
 
+import csv
 import sys
 from pathlib import Path
 
@@ -17,6 +19,20 @@ def require_gpu(example):
         print(f"{example}: no CUDA device is visible (no driver or no GPU); nothing to run.")
         sys.exit(EXIT_SKIPPED)
     return streamkit
+
+
+def read_points(path):
+    """(lat, lon) rows as float32 degrees and the 'name' column (None without one), columns found by header."""
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        header = [h.strip() for h in next(reader)]
+        if "lat" not in header or "lon" not in header:
+            sys.exit(f"{path}: the header must name columns 'lat' and 'lon'")
+        lat, lon = header.index("lat"), header.index("lon")
+        name = header.index("name") if "name" in header else None
+        rows = [r for r in reader if r]
+    points = np.array([(float(r[lat]), float(r[lon])) for r in rows], dtype=np.float32)
+    return points, ([r[name] for r in rows] if name is not None else None)
 
 
 def random_points(rng, count, dtype=np.float32):

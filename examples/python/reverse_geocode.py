@@ -27,20 +27,6 @@ KM_TOLERANCE = 2e-3
 EARTH_RADIUS_KM = 6371.0088        # streamkit's sphere
 
 
-def read_points(path):
-    """(lat, lon) rows as float32 degrees and the 'name' column (None without one), columns found by header."""
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.reader(f)
-        header = [h.strip() for h in next(reader)]
-        if "lat" not in header or "lon" not in header:
-            sys.exit(f"{path}: the header must name columns 'lat' and 'lon'")
-        lat, lon = header.index("lat"), header.index("lon")
-        name = header.index("name") if "name" in header else None
-        rows = [r for r in reader if r]
-    points = np.array([(float(r[lat]), float(r[lon])) for r in rows], dtype=np.float32)
-    return points, ([r[name] for r in rows] if name is not None else None)
-
-
 def count_wrong(observations, places, indices, km, k):
     """Rows of an evenly spaced sample whose j-th neighbour is not at the j-th smallest float64 distance."""
     step = max(len(observations) // SAMPLE_ROWS, 1)
@@ -84,11 +70,11 @@ def main():
     parser.add_argument("--output", default="reverse_geocode_out.csv")
     args = parser.parse_args()
 
-    places, names = read_points(args.places)
+    places, names = example_support.read_points(args.places)
     if names is None:
         sys.exit(f"{args.places}: the header must name a 'name' column")
     if args.observations:
-        observations, _ = read_points(args.observations)
+        observations, _ = example_support.read_points(args.observations)
     else:
         observations = example_support.random_points(np.random.default_rng(2026), args.random)
     print(f"places: {len(places):,} from {args.places}\nobservations: {len(observations):,}")
