@@ -21,8 +21,16 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
+
+// The engines' moves are the shared core's (index_core): noexcept, as RAII owners' must be.
+static_assert(std::is_nothrow_move_constructible_v<streamkit::brute_force_index<float>>);
+static_assert(std::is_nothrow_move_assignable_v<streamkit::brute_force_index<float>>);
+static_assert(std::is_nothrow_move_constructible_v<streamkit::tree_index<double>>);
+static_assert(std::is_nothrow_move_assignable_v<streamkit::tree_index<double>>);
+static_assert(std::is_nothrow_move_constructible_v<streamkit::nearest_index<float>>);
 
 namespace {
 

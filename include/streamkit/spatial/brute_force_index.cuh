@@ -46,12 +46,13 @@
 #include <streamkit/core/stream_ref.hpp>
 #include <streamkit/memory/device_buffer.hpp>
 #include <streamkit/memory/resource.hpp>
+#include <streamkit/spatial/detail/index_core.cuh>
 #include <streamkit/spatial/nearest_options.hpp>
+#include <streamkit/spatial/nearest_queries.cuh>
 #include <streamkit/spatial/points.hpp>
 #include <streamkit/spatial/radius_queries.cuh>
 
 #include <cstddef>
-#include <utility>
 
 namespace streamkit {
 
@@ -61,12 +62,15 @@ namespace streamkit {
 /// coordinates, one pass over M points) is cheap, so call update() every time step when the
 /// references move; it reuses memory when the new set is no larger. Scratch memory for queries is
 /// kept and reused, so a loop of query_async() calls allocates nothing after the first.
-/// Not thread-safe: use one object per concurrent stream, or the const query_async() with a
-/// nearest_scratch per stream. Results go into a neighbors_ref with 1 ≤ k ≤ max_neighbors (another k
-/// throws std::invalid_argument naming k); neighbours farther than options.max_distance come back as
-/// −1 and NaN. Radius queries (every reference within a distance): radius_queries.
+/// Queries: k-nearest (nearest_queries) and within a distance (radius_queries), inherited; size(),
+/// options() and invalid_references() from detail::index_core. Move-only (a moved-from index is
+/// empty: querying it throws std::logic_error); destruction and assignment return at once, the memory
+/// released in the order of the stream last used. Not thread-safe: use one object per concurrent
+/// stream, or the const query_async() with a nearest_scratch per stream.
 template <class T>
-class brute_force_index : public radius_queries<brute_force_index<T>, T> {
+class brute_force_index : public detail::index_core<T>,
+                          public nearest_queries<brute_force_index<T>, T>,
+                          public radius_queries<brute_force_index<T>, T> {
  public:
   /// Prepares `references` (device memory) on `stream`, which also orders every later use of the
   /// object's memory; does not wait for the device. Memory (references and query scratch) comes from
@@ -75,97 +79,47 @@ class brute_force_index : public radius_queries<brute_force_index<T>, T> {
   brute_force_index(points_ref<T> references, nearest_options const& options, stream_ref stream,
                     device_resource_ref resource = default_device_resource());
 
-  /// Move-only; a moved-from index is empty: querying it throws std::logic_error.
-  brute_force_index(brute_force_index&& other) noexcept
-      : options_(other.options_),
-        resource_(other.resource_),
-        count_(std::exchange(other.count_, 0)),
-        device_(std::exchange(other.device_, -1)),
-        references_(std::move(other.references_)),
-        invalid_counts_(std::move(other.invalid_counts_)),
-        scratch_(std::move(other.scratch_))
-  {
-  }
-  /// Releases the index's memory (in stream order), then takes over `other`'s; `other` becomes empty.
-  brute_force_index& operator=(brute_force_index&& other) noexcept
-  {
-    if (this != &other) {
-      options_ = other.options_;
-      resource_ = other.resource_;
-      count_ = std::exchange(other.count_, 0);
-      device_ = std::exchange(other.device_, -1);
-      references_ = std::move(other.references_);
-      invalid_counts_ = std::move(other.invalid_counts_);
-      scratch_ = std::move(other.scratch_);
-    }
-    return *this;
-  }
-  brute_force_index(brute_force_index const&) = delete;
-  brute_force_index& operator=(brute_force_index const&) = delete;
-  /// Returns at once; the memory is released in the order of the stream last used.
-  ~brute_force_index() = default;
-
   /// Replaces the reference set (same options), ordered on `stream`; does not wait for the device.
   /// Allocates nothing when the new set is no larger than every earlier one on the same device.
   void update(points_ref<T> references, stream_ref stream);
 
-  /// Enqueues the search for every observation on `stream`; never waits for the device. Invalid
-  /// observations are marked (and counted when `result.invalid_count` is set).
-  template <class Index>
-  void query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream);
-  /// As query_async(), with the caller's working memory and without touching the index: several
-  /// host threads may query one index at once, each with its own stream and scratch (on the index's
-  /// device). The index must then outlive those queries: destroy it only after their streams are
-  /// synchronised.
-  template <class Index>
-  void query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
-                   nearest_scratch& scratch) const;
-  /// As query_async(), then waits for the result. With invalid_points::reject it first counts the
-  /// invalid references and observations on `stream`, waits, and throws std::invalid_argument with
-  /// the count before anything is written.
-  template <class Index>
-  void query(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream);
-
-  /// The number of references M (0 for a moved-from index).
-  [[nodiscard]] std::size_t size() const noexcept { return count_; }
-  /// Device counter of the invalid references of the last preparation, written in the order of its
-  /// stream (null for a moved-from index).
-  [[nodiscard]] unsigned long long const* invalid_references() const noexcept { return invalid_counts_.data(); }
-  /// The options given at construction.
-  [[nodiscard]] nearest_options const& options() const noexcept { return options_; }
-
  private:
-  /// Throws for a moved-from index, bad observations or result, or a stream of another device.
+  using core = detail::index_core<T>;
+  template <class>
+  friend class nearest_index;
+  template <class, class>
+  friend class nearest_queries;
+  template <class, class>
+  friend class radius_queries;
+
+  // k-nearest queries (nearest_queries.cuh): the engine's checks and search.
   template <class Index>
-  void expect_query(points_ref<T> const& observations, neighbors_ref<Index, T> const& result, stream_ref stream) const;
+  void expect_query(points_ref<T> const& observations, neighbors_ref<Index, T> const& result, stream_ref stream) const
+  {
+    core::expect_query_on("brute_force_index", static_cast<std::size_t>(-1), observations, result, stream);
+  }
+  template <class Index>
+  void search_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
   template <class V, class Index>
   void search(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
   template <int K, class Index>
   void search_k(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
+  /// A query ran on `stream`: the index's memory is released after its last query.
+  void used(stream_ref stream) noexcept { references_.set_stream(stream); }
   /// The prepared references as float64 radians (NaN for invalid ones), from which the front end builds a tree.
   [[nodiscard]] points_ref<double> prepared_points() const noexcept;
 
-  template <class>
-  friend class nearest_index;
-  template <class, class>
-  friend class radius_queries;
   // Radius queries (radius_queries.cuh, detail/radius_impl.cuh): the engine's pass and data.
-  void radius_used(stream_ref stream) noexcept { references_.set_stream(stream); }
   [[nodiscard]] std::size_t radius_scratch_bytes(std::size_t n) const;
   template <class Index>
   void radius_run(points_ref<T> const& observations, detail::radius_pass<Index, T> pass, stream_ref stream, std::byte* memory) const;
   [[nodiscard]] detail::lat_lon const* radius_coordinates() const noexcept;
 
-  nearest_options options_;
-  device_resource_ref resource_;
-  std::size_t count_ = 0;
-  int device_ = -1;
-  device_buffer<std::byte> references_;           // float and double unit vectors, double coordinates
-  device_buffer<unsigned long long> invalid_counts_;  // invalid references (update), observations (blocking query)
-  nearest_scratch scratch_;                       // of the queries without a scratch argument
+  device_buffer<std::byte> references_;  // float and double unit vectors, double coordinates
 };
 
 }  // namespace streamkit
 
 #include <streamkit/spatial/detail/brute_force_impl.cuh>
+#include <streamkit/spatial/detail/nearest_queries_impl.cuh>
 #include <streamkit/spatial/detail/radius_impl.cuh>

@@ -28,6 +28,7 @@
 #include <streamkit/spatial/brute_force_index.cuh>
 #include <streamkit/spatial/detail/engine_choice.hpp>
 #include <streamkit/spatial/nearest_options.hpp>
+#include <streamkit/spatial/nearest_queries.cuh>
 #include <streamkit/spatial/points.hpp>
 #include <streamkit/spatial/radius_queries.cuh>
 #include <streamkit/spatial/tree_index.cuh>
@@ -43,7 +44,7 @@ namespace streamkit {
 /// stream, or prepare() and then the const query_async() with a nearest_scratch per stream. Radius
 /// queries (radius_queries) go to the engine radius_engine_for() picks, its tree built as for a query.
 template <class T>
-class nearest_index : public radius_queries<nearest_index<T>, T> {
+class nearest_index : public nearest_queries<nearest_index<T>, T>, public radius_queries<nearest_index<T>, T> {
  public:
   /// Prepares `references` (device memory) on `stream`; does not wait for the device. Memory comes
   /// from `resource`, which must outlive the index.
@@ -59,23 +60,9 @@ class nearest_index : public radius_queries<nearest_index<T>, T> {
   [[nodiscard]] search_engine engine_for(std::size_t n, std::size_t k) const noexcept;
 
   /// Readies the engine that engine_for(n, k) picks (builds the tree if it is picked and out of date),
-  /// on `stream`, without waiting; needed before the const query_async().
+  /// on `stream`, without waiting; needed before the const query_async(). The k-nearest queries
+  /// (nearest_queries) use the engine engine_for(observations.count, result.k) picks.
   void prepare(std::size_t n, std::size_t k, stream_ref stream);
-
-  /// Enqueues the search on `stream` with the engine engine_for(observations.count, result.k) picks;
-  /// never waits for the device.
-  template <class Index>
-  void query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream);
-  /// As query_async(), with the caller's working memory and without touching the index: several host
-  /// threads may query at once, each with its own stream and scratch. The engine picked must be ready
-  /// (prepare()); otherwise throws std::logic_error.
-  template <class Index>
-  void query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
-                   nearest_scratch& scratch) const;
-  /// As query_async(), then waits; with invalid_points::reject, throws for invalid points before
-  /// anything is written.
-  template <class Index>
-  void query(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream);
 
   /// The engine a radius query of `n` observations uses (the k = 1 choice of the exact search; the
   /// cost model was measured on k-nearest searches only).
@@ -93,8 +80,21 @@ class nearest_index : public radius_queries<nearest_index<T>, T> {
 
  private:
   template <class, class>
+  friend class nearest_queries;
+  template <class, class>
   friend class radius_queries;
-  // Radius queries: forwarded to the engine radius_engine_for() picks (detail/radius_impl.cuh).
+  /// Calls f(engine) with `engine`, the tree built first on `stream` if it is picked and out of date.
+  template <class F>
+  void with_engine(search_engine engine, stream_ref stream, F&& f);
+  /// As above, for the const queries: the tree must be ready (else std::logic_error, naming `ready`).
+  template <class F>
+  void with_engine(search_engine engine, char const* ready, F&& f) const;
+  // k-nearest queries: forwarded to the engine engine_for() picks.
+  template <class Index, class F>
+  void query_dispatch(points_ref<T> const& observations, neighbors_ref<Index, T> const& result, stream_ref stream, F&& f);
+  template <class Index, class F>
+  void query_dispatch(points_ref<T> const& observations, neighbors_ref<Index, T> const& result, F&& f) const;
+  // Radius queries: forwarded to the engine radius_engine_for() picks (detail/radius_front_end.cuh).
   template <class F>
   void radius_dispatch(std::size_t n, stream_ref stream, F&& f);
   template <class F>

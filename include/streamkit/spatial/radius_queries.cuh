@@ -118,8 +118,6 @@ class radius_queries {
   template <class E, class Index>
   static void fill_on(E const& engine, points_ref<T> const& observations, radius_options const& radius,
                       radius_neighbors_ref<Index, T> const& result, stream_ref stream, nearest_scratch& scratch);
-  template <class E>
-  static void reject_on(E& engine, points_ref<T> const& observations, stream_ref stream);
 };
 
 }  // namespace streamkit

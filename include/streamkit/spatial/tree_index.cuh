@@ -38,22 +38,24 @@
 #include <streamkit/core/stream_ref.hpp>
 #include <streamkit/memory/device_buffer.hpp>
 #include <streamkit/memory/resource.hpp>
+#include <streamkit/spatial/detail/index_core.cuh>
 #include <streamkit/spatial/nearest_options.hpp>
+#include <streamkit/spatial/nearest_queries.cuh>
 #include <streamkit/spatial/points.hpp>
 #include <streamkit/spatial/radius_queries.cuh>
 
 #include <cstddef>
 #include <cstdint>
-#include <utility>
 
 namespace streamkit {
 
 /// The spatial-index engine (see the file comment): build, update() each time step, k-nearest queries
 /// into an n × k neighbors_ref (1 ≤ k ≤ max_neighbors), optionally within options.max_distance.
-/// Not thread-safe: use one object per concurrent stream, or the const query_async() with a
-/// nearest_scratch per stream. Radius queries (every reference within a distance): radius_queries.
+/// Queries, moves, threads and streams: as brute_force_index.
 template <class T>
-class tree_index : public radius_queries<tree_index<T>, T> {
+class tree_index : public detail::index_core<T>,
+                   public nearest_queries<tree_index<T>, T>,
+                   public radius_queries<tree_index<T>, T> {
  public:
   /// Builds the tree over `references` (device memory) on `stream`, which also orders every later use
   /// of the object's memory; does not wait for the device. Memory comes from `resource`, which must
@@ -62,104 +64,55 @@ class tree_index : public radius_queries<tree_index<T>, T> {
   tree_index(points_ref<T> references, nearest_options const& options, stream_ref stream,
              device_resource_ref resource = default_device_resource());
 
-  /// Move-only; a moved-from index is empty: querying it throws std::logic_error.
-  tree_index(tree_index&& other) noexcept
-      : options_(other.options_),
-        resource_(other.resource_),
-        count_(std::exchange(other.count_, 0)),
-        leaves_(std::exchange(other.leaves_, 0)),
-        device_(std::exchange(other.device_, -1)),
-        member_ids_(std::exchange(other.member_ids_, nullptr)),
-        tree_(std::move(other.tree_)),
-        build_scratch_(std::move(other.build_scratch_)),
-        invalid_counts_(std::move(other.invalid_counts_)),
-        scratch_(std::move(other.scratch_))
-  {
-  }
-  /// Releases the index's memory (in stream order), then takes over `other`'s; `other` becomes empty.
-  tree_index& operator=(tree_index&& other) noexcept
-  {
-    if (this != &other) {
-      options_ = other.options_;
-      resource_ = other.resource_;
-      count_ = std::exchange(other.count_, 0);
-      leaves_ = std::exchange(other.leaves_, 0);
-      device_ = std::exchange(other.device_, -1);
-      member_ids_ = std::exchange(other.member_ids_, nullptr);
-      tree_ = std::move(other.tree_);
-      build_scratch_ = std::move(other.build_scratch_);
-      invalid_counts_ = std::move(other.invalid_counts_);
-      scratch_ = std::move(other.scratch_);
-    }
-    return *this;
-  }
-  tree_index(tree_index const&) = delete;
-  tree_index& operator=(tree_index const&) = delete;
-  /// Returns at once; the memory is released in the order of the stream last used.
-  ~tree_index() = default;
-
   /// Rebuilds the tree over a new reference set (same options), ordered on `stream`; does not wait.
   /// Allocates nothing when the new set is no larger than every earlier one on the same device.
   void update(points_ref<T> references, stream_ref stream);
 
-  /// Enqueues the k-nearest search of every observation on `stream`; never waits for the device.
-  /// Invalid observations are marked (and counted when `result.invalid_count` is set).
-  template <class Index>
-  void query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream);
-  /// As query_async(), with the caller's working memory and without touching the index (several
-  /// host threads may query at once, each with its own stream and scratch on the index's device; the
-  /// index must outlive those queries).
-  template <class Index>
-  void query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
-                   nearest_scratch& scratch) const;
-  /// As query_async(), then waits. With invalid_points::reject it first counts the invalid references
-  /// and observations, waits, and throws std::invalid_argument with the count before anything is written.
-  template <class Index>
-  void query(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream);
-
-  /// The number of references M (0 for a moved-from index).
-  [[nodiscard]] std::size_t size() const noexcept { return count_; }
   /// Device memory the index holds (tree and build scratch, whose sorted keys queries read), in bytes;
   /// queries' scratch not counted.
   [[nodiscard]] std::size_t memory_bytes() const noexcept { return tree_.size() + build_scratch_.size(); }
-  /// Device counter of the invalid references of the last build, written in the order of its stream.
-  [[nodiscard]] unsigned long long const* invalid_references() const noexcept { return invalid_counts_.data(); }
-  /// The options given at construction.
-  [[nodiscard]] nearest_options const& options() const noexcept { return options_; }
 
  private:
+  using core = detail::index_core<T>;
   template <class>
   friend class nearest_index;
   template <class, class>
+  friend class nearest_queries;
+  template <class, class>
   friend class radius_queries;
+
+  /// An empty index that the front end builds from prepared float64 coordinates.
+  tree_index(nearest_options const& options, device_resource_ref resource) : core(options, resource) {}
+  template <class U>
+  void build(points_ref<U> references, stream_ref stream);
+
+  // k-nearest queries (nearest_queries.cuh): the engine's checks and search.
+  template <class Index>
+  void expect_query(points_ref<T> const& observations, neighbors_ref<Index, T> const& result, stream_ref stream) const
+  {
+    core::expect_query_on("tree_index", (std::size_t{1} << 32) - 1, observations, result, stream);
+  }
+  template <class Index>
+  void search_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
+  template <int K, class Index>
+  void search(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
+  /// A query ran on `stream`: the index's memory is released after its last query.
+  void used(stream_ref stream) noexcept { tree_.set_stream(stream); }
+
   // Radius queries (radius_queries.cuh, detail/radius_impl.cuh): the engine's pass and data.
-  void radius_used(stream_ref stream) noexcept { tree_.set_stream(stream); }
   [[nodiscard]] std::size_t radius_scratch_bytes(std::size_t n) const;
   template <class Index>
   void radius_run(points_ref<T> const& observations, detail::radius_pass<Index, T> pass, stream_ref stream, std::byte* memory) const;
   [[nodiscard]] detail::lat_lon const* radius_coordinates() const noexcept;
-  /// An empty index that the front end builds from prepared float64 coordinates.
-  tree_index(nearest_options const& options, device_resource_ref resource) : options_(options), resource_(resource) {}
-  template <class U>
-  void build(points_ref<U> references, stream_ref stream);
-  template <class Index>
-  void expect_query(points_ref<T> const& observations, neighbors_ref<Index, T> const& result, stream_ref stream) const;
-  template <int K, class Index>
-  void search(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
 
-  nearest_options options_;
-  device_resource_ref resource_;
-  std::size_t count_ = 0;
-  std::size_t leaves_ = 0;  // a power of two
-  int device_ = -1;
+  std::size_t leaves_ = 0;                     // a power of two
   std::uint32_t const* member_ids_ = nullptr;  // reference indices in sorted order (groups' members), in build_scratch_
-  device_buffer<std::byte> tree_;           // sorted points, nodes, coordinates
-  device_buffer<std::byte> build_scratch_;  // keys, ids, arrival counters, sort temporaries
-  device_buffer<unsigned long long> invalid_counts_;  // invalid references (build), observations (blocking query)
-  nearest_scratch scratch_;                 // of the queries without a scratch argument
+  device_buffer<std::byte> tree_;              // sorted points, nodes, coordinates
+  device_buffer<std::byte> build_scratch_;     // keys, ids, arrival counters, sort temporaries
 };
 
 }  // namespace streamkit
 
 #include <streamkit/spatial/detail/tree_impl.cuh>
+#include <streamkit/spatial/detail/nearest_queries_impl.cuh>
 #include <streamkit/spatial/detail/radius_impl.cuh>

@@ -52,9 +52,8 @@ struct reference_layout {
 template <class T>
 brute_force_index<T>::brute_force_index(points_ref<T> references, nearest_options const& options, stream_ref stream,
                                         device_resource_ref resource)
-    : options_(options), resource_(resource)
+    : core(options, resource)
 {
-  detail::expect_options(options);
   update(references, stream);
 }
 
@@ -64,44 +63,28 @@ void brute_force_index<T>::update(points_ref<T> references, stream_ref stream)
   detail::expect_points(references, "references");
   detail::expect_reference_count(references.count);
   using namespace detail;
-  int const stream_device = stream.device();
-  device_guard guard(stream_device);
+  device_guard guard(stream.device());
   std::size_t const m = references.count;
   reference_layout const layout(m);
-  if (references_.size() < layout.bytes || stream_device != device_) {
-    references_ = device_buffer<std::byte>(layout.bytes, stream, resource_);
-    invalid_counts_ = device_buffer<unsigned long long>(2, stream, resource_);
-    scratch_ = nearest_scratch();
+  if (references_.size() < layout.bytes || stream.device() != this->device_) {
+    references_ = device_buffer<std::byte>(layout.bytes, stream, this->resource_);
   }
-  device_ = stream_device;
+  core::begin_preparation(m, stream);
   references_.set_stream(stream);
-  invalid_counts_.set_stream(stream);
-  count_ = m;
-  STREAMKIT_CUDA_TRY(cudaMemsetAsync(invalid_counts_.data(), 0, sizeof(unsigned long long), stream.value()));
   std::byte* const base = references_.data();
   prepare_references<T><<<grid_size("prepare_references", m, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
-    references, m, layout.vectors(base), layout.precise(base), layout.coordinates(base), invalid_counts_.data());
+    references, m, layout.vectors(base), layout.precise(base), layout.coordinates(base), this->invalid_counts_.data());
   STREAMKIT_CHECK_LAUNCH();
 }
 
 template <class T>
 template <class Index>
-void brute_force_index<T>::query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream)
+void brute_force_index<T>::search_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
+                                        nearest_scratch& scratch) const
 {
-  query_async(observations, result, stream, scratch_);
-  references_.set_stream(stream);  // the index's memory is released after its last query
-}
-
-template <class T>
-template <class Index>
-void brute_force_index<T>::query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
-                                       nearest_scratch& scratch) const
-{
-  expect_query(observations, result, stream);
-  if (observations.count == 0) { return; }
   if (result.k > 1) {
     detail::with_list_size(result.k, [&](auto list_size) { search_k<decltype(list_size)::value>(observations, result, stream, scratch); });
-  } else if (options_.precision == nn_precision::exact) {
+  } else if (this->options_.precision == nn_precision::exact) {
     search<double>(observations, result, stream, scratch);
   } else {
     search<float>(observations, result, stream, scratch);
@@ -111,8 +94,8 @@ void brute_force_index<T>::query_async(points_ref<T> observations, neighbors_ref
 template <class T>
 points_ref<double> brute_force_index<T>::prepared_points() const noexcept
 {
-  detail::lat_lon const* const coordinates = detail::reference_layout(count_).coordinates(references_.data());
-  return points_ref<double>::interleaved(&coordinates->lat, count_);
+  detail::lat_lon const* const coordinates = detail::reference_layout(this->count_).coordinates(references_.data());
+  return points_ref<double>::interleaved(&coordinates->lat, this->count_);
 }
 
 template <class T>
@@ -122,26 +105,26 @@ void brute_force_index<T>::search(points_ref<T> observations, neighbors_ref<Inde
 {
   using namespace detail;
   using shape = pass1_shape<V>;
-  device_guard guard(device_);
+  device_guard guard(this->device_);
   std::size_t const n = observations.count;
-  nearest_plan const plan = plan_nearest(n, count_, std::size_t{shape::threads} * shape::obs_per_thread, shape::tile,
-                                         resident_blocks(nearest_pass1<V, Index, T>, shape::threads, device_));
+  nearest_plan const plan = plan_nearest(n, this->count_, std::size_t{shape::threads} * shape::obs_per_thread, shape::tile,
+                                         resident_blocks(nearest_pass1<V, Index, T>, shape::threads, this->device_));
 
   std::size_t const values_bytes = align_up(plan.slices * n * sizeof(V));
-  std::byte* const partials = scratch.reserve(values_bytes + plan.slices * n * sizeof(Index), device_, stream, resource_);
+  std::byte* const partials = scratch.reserve(values_bytes + plan.slices * n * sizeof(Index), this->device_, stream, this->resource_);
   auto* partial_value = reinterpret_cast<V*>(partials);
   auto* partial_index = reinterpret_cast<Index*>(partials + values_bytes);
-  reference_layout const layout(count_);
+  reference_layout const layout(this->count_);
   std::byte const* const base = references_.data();
 
   dim3 const grid(plan.obs_blocks, plan.slices);
   nearest_pass1<V, Index, T><<<grid, shape::threads, 0, stream.value()>>>(
-    observations, n, layout.vectors(base), std::is_same_v<V, double> ? layout.precise(base) : nullptr, count_,
+    observations, n, layout.vectors(base), std::is_same_v<V, double> ? layout.precise(base) : nullptr, this->count_,
     plan.slice_length, partial_value, partial_index);
   STREAMKIT_CHECK_LAUNCH();
   nearest_pass2<V, Index, T><<<grid_size("nearest_pass2", n, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
-    observations, n, layout.coordinates(base), plan.slices, partial_value, partial_index, result, max_angle(options_),
-    distance_scale(options_));
+    observations, n, layout.coordinates(base), plan.slices, partial_value, partial_index, result, max_angle(this->options_),
+    distance_scale(this->options_));
   STREAMKIT_CHECK_LAUNCH();
 }
 
@@ -152,46 +135,30 @@ void brute_force_index<T>::search_k(points_ref<T> observations, neighbors_ref<In
 {
   using namespace detail;
   using shape = knn_pass1_shape;
-  device_guard guard(device_);
+  device_guard guard(this->device_);
   std::size_t const n = observations.count;
   std::size_t const k = result.k;
   nearest_plan const plan =
-    plan_nearest(n, count_, shape::threads, shape::tile, resident_blocks(knn_pass1<K, T>, shape::threads, device_));
+    plan_nearest(n, this->count_, shape::threads, shape::tile, resident_blocks(knn_pass1<K, T>, shape::threads, this->device_));
 
   std::size_t const entries = plan.slices * n * k;
   std::size_t const chord_bytes = align_up(entries * sizeof(double));
-  std::byte* const partials = scratch.reserve(chord_bytes + entries * sizeof(std::uint32_t), device_, stream, resource_);
+  std::byte* const partials = scratch.reserve(chord_bytes + entries * sizeof(std::uint32_t), this->device_, stream, this->resource_);
   auto* partial_chord2 = reinterpret_cast<double*>(partials);
   auto* partial_id = reinterpret_cast<std::uint32_t*>(partials + chord_bytes);
-  reference_layout const layout(count_);
+  reference_layout const layout(this->count_);
   std::byte const* const base = references_.data();
-  double const limit = max_chord2(options_);
+  double const limit = max_chord2(this->options_);
 
   dim3 const grid(plan.obs_blocks, plan.slices);
   knn_pass1<K, T><<<grid, shape::threads, 0, stream.value()>>>(observations, n, layout.vectors(base), layout.precise(base),
-                                                             count_, plan.slice_length, static_cast<int>(k), limit,
+                                                             this->count_, plan.slice_length, static_cast<int>(k), limit,
                                                              partial_chord2, partial_id);
   STREAMKIT_CHECK_LAUNCH();
   knn_pass2<K, Index, T><<<grid_size("knn_pass2", n, 128, grid_stride_blocks), 128, 0, stream.value()>>>(
     observations, n, layout.coordinates(base), plan.slices, static_cast<int>(k), partial_chord2, partial_id, result, limit,
-    distance_scale(options_));
+    distance_scale(this->options_));
   STREAMKIT_CHECK_LAUNCH();
-}
-
-template <class T>
-template <class Index>
-void brute_force_index<T>::expect_query(points_ref<T> const& observations, neighbors_ref<Index, T> const& result,
-                                        stream_ref stream) const
-{
-  detail::expect_engine_query("brute_force_index", count_, device_, observations, result, stream);
-}
-
-template <class T>
-template <class Index>
-void brute_force_index<T>::query(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream)
-{
-  expect_query(observations, result, stream);
-  detail::blocking_query(*this, options_, invalid_counts_.data(), device_, observations, result, stream);
 }
 
 }  // namespace streamkit

@@ -7,6 +7,7 @@
 #include <streamkit/spatial/detail/nearest_launch.cuh>
 
 #include <stdexcept>
+#include <string>
 
 namespace streamkit {
 
@@ -33,46 +34,52 @@ search_engine nearest_index<T>::engine_for(std::size_t n, std::size_t k) const n
 template <class T>
 void nearest_index<T>::prepare(std::size_t n, std::size_t k, stream_ref stream)
 {
-  if (engine_for(n, k) == search_engine::tree && !tree_current_) {
+  with_engine(engine_for(n, k), stream, [](auto&) {});
+}
+
+template <class T>
+template <class F>
+void nearest_index<T>::with_engine(search_engine engine, stream_ref stream, F&& f)
+{
+  if (engine != search_engine::tree) {
+    f(brute_force_);
+    return;
+  }
+  if (!tree_current_) {
     tree_.build(brute_force_.prepared_points(), stream);
     tree_current_ = true;
   }
+  f(tree_);
 }
 
 template <class T>
-template <class Index>
-void nearest_index<T>::query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream)
+template <class F>
+void nearest_index<T>::with_engine(search_engine engine, char const* ready, F&& f) const
+{
+  if (engine != search_engine::tree) {
+    f(brute_force_);
+    return;
+  }
+  STREAMKIT_EXPECTS(tree_current_, std::logic_error,
+                    std::string("nearest_index: the tree this query needs is not built for the current references; call ") + ready +
+                      " first");
+  f(tree_);
+}
+
+template <class T>
+template <class Index, class F>
+void nearest_index<T>::query_dispatch(points_ref<T> const& observations, neighbors_ref<Index, T> const& result, stream_ref stream,
+                                      F&& f)
 {
   brute_force_.expect_query(observations, result, stream);  // before a tree is built for a bad query
-  prepare(observations.count, result.k, stream);
-  if (engine_for(observations.count, result.k) == search_engine::tree) {
-    tree_.query_async(observations, result, stream);
-  } else {
-    brute_force_.query_async(observations, result, stream);
-  }
+  with_engine(engine_for(observations.count, result.k), stream, f);
 }
 
 template <class T>
-template <class Index>
-void nearest_index<T>::query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
-                                   nearest_scratch& scratch) const
+template <class Index, class F>
+void nearest_index<T>::query_dispatch(points_ref<T> const& observations, neighbors_ref<Index, T> const& result, F&& f) const
 {
-  if (engine_for(observations.count, result.k) == search_engine::tree) {
-    STREAMKIT_EXPECTS(tree_current_, std::logic_error,
-                      "nearest_index: the tree this query needs is not built for the current references; call prepare() first");
-    tree_.query_async(observations, result, stream, scratch);
-  } else {
-    brute_force_.query_async(observations, result, stream, scratch);
-  }
-}
-
-template <class T>
-template <class Index>
-void nearest_index<T>::query(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream)
-{
-  brute_force_.expect_query(observations, result, stream);
-  detail::blocking_query(*this, options(), brute_force_.invalid_counts_.data(), brute_force_.device_, observations, result,
-                         stream);
+  with_engine(engine_for(observations.count, result.k), "prepare()", f);
 }
 
 namespace detail {

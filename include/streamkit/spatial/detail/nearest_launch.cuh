@@ -30,21 +30,6 @@ void reject_invalid_points(points_ref<T> const& observations, nearest_options co
   expect_valid_points(options, invalid[1], "observations");
 }
 
-/// The blocking form of a query on `engine` (prepared on `device`, its invalid-reference count at
-/// counts[0] and room for the observations' at counts[1]): with invalid_points::reject, counts, waits
-/// and throws before anything is written; then engine.query_async() and a wait.
-template <class Engine, class T, class Index>
-void blocking_query(Engine& engine, nearest_options const& options, unsigned long long* counts, int device,
-                    points_ref<T> const& observations, neighbors_ref<Index, T> const& result, stream_ref stream)
-{
-  if (options.on_invalid == invalid_points::reject && observations.count > 0) {
-    device_guard guard(device);  // the one place that waits before the search: reject means nothing is written
-    reject_invalid_points(observations, options, counts, stream);
-  }
-  engine.query_async(observations, result, stream);
-  stream.sync();
-}
-
 /// Resident blocks of `kernel` at `threads` per block on `device`.
 template <class Kernel>
 std::size_t resident_blocks(Kernel kernel, int threads, int device)

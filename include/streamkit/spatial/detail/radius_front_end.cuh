@@ -22,10 +22,7 @@ search_engine nearest_index<T>::radius_engine_for(std::size_t n) const noexcept
 template <class T>
 void nearest_index<T>::prepare_radius(std::size_t n, stream_ref stream)
 {
-  if (radius_engine_for(n) == search_engine::tree && !tree_current_) {
-    tree_.build(brute_force_.prepared_points(), stream);
-    tree_current_ = true;
-  }
+  with_engine(radius_engine_for(n), stream, [](auto&) {});
 }
 
 template <class T>
@@ -33,31 +30,22 @@ template <class F>
 void nearest_index<T>::radius_dispatch(std::size_t n, stream_ref stream, F&& f)
 {
   STREAMKIT_EXPECTS(size() > 0, std::logic_error, "radius query of a moved-from index");
-  if (n > 0) {  // before a tree is built on the stream's device
-    int const stream_device = stream.device();
-    STREAMKIT_EXPECTS(stream_device == brute_force_.device_, std::invalid_argument,
-                      "stream: belongs to device " + std::to_string(stream_device) + " but the reference set to device " +
-                        std::to_string(brute_force_.device_));
-    prepare_radius(n, stream);
-  }
-  if (radius_engine_for(n) == search_engine::tree && tree_current_) {
-    f(tree_);
-  } else {
+  if (n == 0) {  // nothing to search: no tree is built for it
     f(brute_force_);
+    return;
   }
+  int const stream_device = stream.device();  // before a tree is built on the stream's device
+  STREAMKIT_EXPECTS(stream_device == brute_force_.device_, std::invalid_argument,
+                    "stream: belongs to device " + std::to_string(stream_device) + " but the reference set to device " +
+                      std::to_string(brute_force_.device_));
+  with_engine(radius_engine_for(n), stream, f);
 }
 
 template <class T>
 template <class F>
 void nearest_index<T>::radius_dispatch(std::size_t n, F&& f) const
 {
-  if (n > 0 && radius_engine_for(n) == search_engine::tree) {
-    STREAMKIT_EXPECTS(tree_current_, std::logic_error,
-                      "nearest_index: the tree this radius query needs is not built for the current references; call prepare_radius() first");
-    f(tree_);
-  } else {
-    f(brute_force_);
-  }
+  with_engine(n > 0 ? radius_engine_for(n) : search_engine::brute_force, "prepare_radius()", f);
 }
 
 template <class Index, class T>

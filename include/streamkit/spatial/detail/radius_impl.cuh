@@ -1,7 +1,7 @@
 #pragma once
 // Host side of the radius queries (radius_queries.cuh): validation, the two passes, sorting, bounds,
-// written once over the engines' data; each engine supplies its pass (radius_run) and the front end
-// forwards to the engine it picks (radius_dispatch).
+// written once over the engines' data; each engine supplies its pass (radius_run), the reject step is
+// index_core's, and the front end forwards to the engine it picks (radius_dispatch).
 
 #include <streamkit/core/detail/launch.hpp>
 #include <streamkit/core/device.hpp>
@@ -113,7 +113,7 @@ std::size_t brute_force_index<T>::radius_scratch_bytes(std::size_t) const
 template <class T>
 detail::lat_lon const* brute_force_index<T>::radius_coordinates() const noexcept
 {
-  return detail::reference_layout(count_).coordinates(references_.data());
+  return detail::reference_layout(this->count_).coordinates(references_.data());
 }
 
 template <class T>
@@ -125,12 +125,12 @@ void brute_force_index<T>::radius_run(points_ref<T> const& observations, detail:
   using shape = radius_brute_force_shape;
   std::size_t const n = observations.count;
   nearest_plan const plan =
-    plan_nearest(n, count_, shape::threads, shape::tile, resident_blocks(radius_brute_force<Index, T>, shape::threads, device_));
-  reference_layout const layout(count_);
+    plan_nearest(n, this->count_, shape::threads, shape::tile, resident_blocks(radius_brute_force<Index, T>, shape::threads, this->device_));
+  reference_layout const layout(this->count_);
   std::byte const* const base = references_.data();
   dim3 const grid(plan.obs_blocks, plan.slices);
   radius_brute_force<Index, T><<<grid, shape::threads, 0, stream.value()>>>(observations, n, layout.vectors(base), layout.precise(base),
-                                                                          layout.coordinates(base), count_, plan.slice_length, pass);
+                                                                          layout.coordinates(base), this->count_, plan.slice_length, pass);
   STREAMKIT_CHECK_LAUNCH();
 }
 
@@ -143,7 +143,7 @@ std::size_t tree_index<T>::radius_scratch_bytes(std::size_t n) const
 template <class T>
 detail::lat_lon const* tree_index<T>::radius_coordinates() const noexcept
 {
-  return detail::tree_layout(count_, leaves_).view(tree_.data(), member_ids_, leaves_).coordinates;
+  return detail::tree_layout(this->count_, leaves_).view(tree_.data(), member_ids_, leaves_).coordinates;
 }
 
 template <class T>
@@ -155,7 +155,7 @@ void tree_index<T>::radius_run(points_ref<T> const& observations, detail::radius
   std::size_t const n = observations.count;
   std::uint32_t const* const order = observation_order(observations, memory, stream);  // as the k-nearest search
   pass.cursors = nullptr;  // one thread per row: positions without atomics
-  tree_view const view = tree_layout(count_, leaves_).view(tree_.data(), member_ids_, leaves_);
+  tree_view const view = tree_layout(this->count_, leaves_).view(tree_.data(), member_ids_, leaves_);
   radius_tree<Index, T><<<grid_size("radius_tree", n, tree_search_threads), tree_search_threads, 0, stream.value()>>>(observations, n,
                                                                                                                      order, view, pass);
   STREAMKIT_CHECK_LAUNCH();
@@ -267,22 +267,12 @@ void radius_queries<Engine, T>::fill_on(E const& engine, points_ref<T> const& ob
 }
 
 template <class Engine, class T>
-template <class E>
-void radius_queries<Engine, T>::reject_on(E& engine, points_ref<T> const& observations, stream_ref stream)
-{
-  if (engine.options_.on_invalid == invalid_points::reject && observations.count > 0) {
-    device_guard guard(engine.device_);  // reject: nothing is written before the counts are read
-    detail::reject_invalid_points(observations, engine.options_, engine.invalid_counts_.data(), stream);
-  }
-}
-
-template <class Engine, class T>
 void radius_queries<Engine, T>::radius_count_async(points_ref<T> observations, radius_options const& radius, std::int64_t* counts,
                                                    stream_ref stream)
 {
   self().radius_dispatch(observations.count, stream, [&](auto& engine) {
     count_on(engine, observations, radius, counts, false, stream, engine.scratch_);
-    engine.radius_used(stream);
+    engine.used(stream);
   });
 }
 
@@ -299,9 +289,9 @@ void radius_queries<Engine, T>::radius_count(points_ref<T> observations, radius_
 {
   self().radius_dispatch(observations.count, stream, [&](auto& engine) {
     detail::expect_radius_query(engine.count_, engine.device_, observations, radius, stream);
-    reject_on(engine, observations, stream);
+    engine.reject_invalid(observations, stream);
     count_on(engine, observations, radius, counts, false, stream, engine.scratch_);
-    engine.radius_used(stream);
+    engine.used(stream);
   });
   stream.sync();
 }
@@ -312,7 +302,7 @@ void radius_queries<Engine, T>::radius_offsets_async(points_ref<T> observations,
 {
   self().radius_dispatch(observations.count, stream, [&](auto& engine) {
     count_on(engine, observations, radius, offsets, true, stream, engine.scratch_);
-    engine.radius_used(stream);
+    engine.used(stream);
   });
 }
 
@@ -330,7 +320,7 @@ void radius_queries<Engine, T>::radius_fill_async(points_ref<T> observations, ra
 {
   self().radius_dispatch(observations.count, stream, [&](auto& engine) {
     fill_on(engine, observations, radius, result, stream, engine.scratch_);
-    engine.radius_used(stream);
+    engine.used(stream);
   });
 }
 
@@ -354,7 +344,7 @@ radius_result<Index, T> radius_queries<Engine, T>::radius_query(points_ref<T> ob
     expect_index_capacity<Index>(engine.count_);
     std::size_t const n = observations.count;
     device_guard guard(engine.device_);
-    reject_on(engine, observations, stream);
+    engine.reject_invalid(observations, stream);
     out.offsets = device_buffer<std::int64_t>(n + 1, stream, engine.resource_);
     count_on(engine, observations, radius, out.offsets.data(), true, stream, engine.scratch_);
     // The total and the largest row, read in one copy.
@@ -376,7 +366,7 @@ radius_result<Index, T> radius_queries<Engine, T>::radius_query(points_ref<T> ob
     radius_neighbors_ref<Index, T> storage = out.view();
     storage.largest_row = static_cast<std::size_t>(host[1]);
     fill_on(engine, observations, radius, storage, stream, engine.scratch_);
-    engine.radius_used(stream);
+    engine.used(stream);
     stream.sync();
   });
   return out;

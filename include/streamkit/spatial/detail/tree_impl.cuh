@@ -141,9 +141,8 @@ std::uint32_t const* observation_order(points_ref<T> const& observations, std::b
 template <class T>
 tree_index<T>::tree_index(points_ref<T> references, nearest_options const& options, stream_ref stream,
                           device_resource_ref resource)
-    : options_(options), resource_(resource)
+    : core(options, resource)
 {
-  detail::expect_options(options);
   update(references, stream);
 }
 
@@ -173,20 +172,16 @@ void tree_index<T>::build(points_ref<U> references, stream_ref stream)
   std::size_t const arrivals_bytes = align_up(leaves * sizeof(unsigned));
   std::size_t temporary_bytes = std::max(sort_bytes, scan_bytes);  // the sort's, then the scan's
   std::size_t const scratch_bytes = keys_bytes + ids_bytes + marks_bytes + arrivals_bytes + temporary_bytes;
-  if (stream_device != device_) {
+  if (stream_device != this->device_) {
     tree_ = device_buffer<std::byte>();
     build_scratch_ = device_buffer<std::byte>();
-    scratch_ = nearest_scratch();
   }
-  if (invalid_counts_.empty() || stream_device != device_) { invalid_counts_ = device_buffer<unsigned long long>(2, stream, resource_); }
-  if (tree_.size() < layout.bytes) { tree_ = device_buffer<std::byte>(layout.bytes, stream, resource_); }
-  if (build_scratch_.size() < scratch_bytes) { build_scratch_ = device_buffer<std::byte>(scratch_bytes, stream, resource_); }
-  device_ = stream_device;
-  count_ = m;
+  if (tree_.size() < layout.bytes) { tree_ = device_buffer<std::byte>(layout.bytes, stream, this->resource_); }
+  if (build_scratch_.size() < scratch_bytes) { build_scratch_ = device_buffer<std::byte>(scratch_bytes, stream, this->resource_); }
+  core::begin_preparation(m, stream);
   leaves_ = leaves;
   tree_.set_stream(stream);
   build_scratch_.set_stream(stream);
-  invalid_counts_.set_stream(stream);
 
   std::byte* const base = tree_.data();
   auto* const points = reinterpret_cast<float4*>(base);
@@ -206,11 +201,10 @@ void tree_index<T>::build(points_ref<U> references, stream_ref stream)
   auto* const arrivals = reinterpret_cast<unsigned*>(scratch + keys_bytes + ids_bytes + marks_bytes);
   std::byte* const temporary = scratch + keys_bytes + ids_bytes + marks_bytes + arrivals_bytes;
 
-  STREAMKIT_CUDA_TRY(cudaMemsetAsync(invalid_counts_.data(), 0, sizeof(unsigned long long), stream.value()));
   STREAMKIT_CUDA_TRY(cudaMemsetAsync(arrivals, 0, leaves * sizeof(unsigned), stream.value()));
   STREAMKIT_CUDA_TRY(cudaMemsetAsync(group_count, 0, sizeof(std::uint32_t), stream.value()));
   tree_reference_keys<U><<<grid_size("tree_reference_keys", m, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
-    references, m, coordinates, keys, ids, invalid_counts_.data());
+    references, m, coordinates, keys, ids, this->invalid_counts_.data());
   STREAMKIT_CHECK_LAUNCH();
   sorted_pairs<tree_key> const sorted =
     sort_by_key(keys, ids, m, tree_key_width, temporary, temporary_bytes, stream, tree_key_bits{});
@@ -235,19 +229,9 @@ void tree_index<T>::build(points_ref<U> references, stream_ref stream)
 
 template <class T>
 template <class Index>
-void tree_index<T>::query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream)
+void tree_index<T>::search_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
+                                 nearest_scratch& scratch) const
 {
-  query_async(observations, result, stream, scratch_);
-  tree_.set_stream(stream);  // the index's memory is released after its last query
-}
-
-template <class T>
-template <class Index>
-void tree_index<T>::query_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
-                                nearest_scratch& scratch) const
-{
-  expect_query(observations, result, stream);
-  if (observations.count == 0) { return; }
   detail::with_list_size(result.k, [&](auto list_size) { search<decltype(list_size)::value>(observations, result, stream, scratch); });
 }
 
@@ -257,33 +241,15 @@ void tree_index<T>::search(points_ref<T> observations, neighbors_ref<Index, T> r
                            nearest_scratch& scratch) const
 {
   using namespace detail;
-  device_guard guard(device_);
+  device_guard guard(this->device_);
   std::size_t const n = observations.count;
   std::size_t const bytes = observation_order_bytes(n);
   std::uint32_t const* const order =
-    observation_order(observations, bytes > 0 ? scratch.reserve(bytes, device_, stream, resource_) : nullptr, stream);
-  tree_view const view = tree_layout(count_, leaves_).view(tree_.data(), member_ids_, leaves_);
+    observation_order(observations, bytes > 0 ? scratch.reserve(bytes, this->device_, stream, this->resource_) : nullptr, stream);
+  tree_view const view = tree_layout(this->count_, leaves_).view(tree_.data(), member_ids_, leaves_);
   tree_search<K, Index, T><<<grid_size("tree_search", n, tree_search_threads), tree_search_threads, 0, stream.value()>>>(
-    observations, n, order, view, result, static_cast<int>(result.k), max_chord2(options_), distance_scale(options_));
+    observations, n, order, view, result, static_cast<int>(result.k), max_chord2(this->options_), distance_scale(this->options_));
   STREAMKIT_CHECK_LAUNCH();
-}
-
-template <class T>
-template <class Index>
-void tree_index<T>::expect_query(points_ref<T> const& observations, neighbors_ref<Index, T> const& result,
-                                 stream_ref stream) const
-{
-  detail::expect_engine_query("tree_index", count_, device_, observations, result, stream);
-  STREAMKIT_EXPECTS(observations.count < std::size_t{1} << 32, std::invalid_argument,
-                    "observations: " + std::to_string(observations.count) + " points; a tree query takes at most 2^32 - 1");
-}
-
-template <class T>
-template <class Index>
-void tree_index<T>::query(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream)
-{
-  expect_query(observations, result, stream);
-  detail::blocking_query(*this, options_, invalid_counts_.data(), device_, observations, result, stream);
 }
 
 }  // namespace streamkit

@@ -1,0 +1,110 @@
+#pragma once
+// What both search engines (brute_force_index, tree_index) hold besides their prepared references, with
+// its move rules, validation and reject-invalid step written once.
+
+#include <streamkit/core/device.hpp>
+#include <streamkit/core/error.hpp>
+#include <streamkit/core/stream_ref.hpp>
+#include <streamkit/memory/device_buffer.hpp>
+#include <streamkit/memory/resource.hpp>
+#include <streamkit/spatial/detail/nearest_checks.hpp>
+#include <streamkit/spatial/detail/nearest_launch.cuh>
+#include <streamkit/spatial/nearest_options.hpp>
+#include <streamkit/spatial/points.hpp>
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace streamkit::detail {
+
+/// The options, memory resource, reference count and device of an engine, its device counters of
+/// invalid points and the scratch of its queries without a scratch argument. A moved-from core is
+/// empty (no references, no device), so every query of it throws std::logic_error.
+template <class T>
+class index_core {
+ public:
+  /// The number of references M (0 for a moved-from index).
+  [[nodiscard]] std::size_t size() const noexcept { return count_; }
+  /// Device counter of the invalid references of the last preparation, written in the order of its
+  /// stream (null for a moved-from index).
+  [[nodiscard]] unsigned long long const* invalid_references() const noexcept { return invalid_counts_.data(); }
+  /// The options given at construction.
+  [[nodiscard]] nearest_options const& options() const noexcept { return options_; }
+
+ protected:
+  index_core(nearest_options const& options, device_resource_ref resource) : options_(options), resource_(resource)
+  {
+    expect_options(options);
+  }
+  index_core(index_core&& other) noexcept
+      : options_(other.options_),
+        resource_(other.resource_),
+        count_(std::exchange(other.count_, 0)),
+        device_(std::exchange(other.device_, -1)),
+        invalid_counts_(std::move(other.invalid_counts_)),
+        scratch_(std::move(other.scratch_))
+  {
+  }
+  index_core& operator=(index_core&& other) noexcept
+  {
+    if (this != &other) {
+      options_ = other.options_;
+      resource_ = other.resource_;
+      count_ = std::exchange(other.count_, 0);
+      device_ = std::exchange(other.device_, -1);
+      invalid_counts_ = std::move(other.invalid_counts_);
+      scratch_ = std::move(other.scratch_);
+    }
+    return *this;
+  }
+  index_core(index_core const&) = delete;
+  index_core& operator=(index_core const&) = delete;
+  ~index_core() = default;
+
+  /// Starts a preparation of `m` references on `stream`: memory of another device is dropped, the
+  /// invalid-reference counter is allocated (first time) and zeroed in stream order.
+  void begin_preparation(std::size_t m, stream_ref stream)
+  {
+    int const stream_device = stream.device();
+    if (stream_device != device_) { scratch_ = nearest_scratch(); }
+    if (invalid_counts_.empty() || stream_device != device_) {
+      invalid_counts_ = device_buffer<unsigned long long>(2, stream, resource_);  // references, observations (blocking query)
+    }
+    device_ = stream_device;
+    count_ = m;
+    invalid_counts_.set_stream(stream);
+    STREAMKIT_CUDA_TRY(cudaMemsetAsync(invalid_counts_.data(), 0, sizeof(unsigned long long), stream.value()));
+  }
+
+  /// The checks of a k-nearest query on the engine `name`, which takes at most `max_observations` per query.
+  template <class Index>
+  void expect_query_on(char const* name, std::size_t max_observations, points_ref<T> const& observations,
+                    neighbors_ref<Index, T> const& result, stream_ref stream) const
+  {
+    expect_engine_query(name, count_, device_, observations, result, stream);
+    STREAMKIT_EXPECTS(observations.count <= max_observations, std::invalid_argument,
+                      "observations: " + std::to_string(observations.count) + " points; " + name + " takes at most " +
+                        std::to_string(max_observations) + " per query");
+  }
+
+  /// With invalid_points::reject: counts the invalid observations on `stream`, waits, and throws
+  /// std::invalid_argument for invalid references or observations (before anything is written).
+  void reject_invalid(points_ref<T> const& observations, stream_ref stream)
+  {
+    if (options_.on_invalid == invalid_points::reject && observations.count > 0) {
+      device_guard guard(device_);  // the one place that waits before a search: reject means nothing is written
+      reject_invalid_points(observations, options_, invalid_counts_.data(), stream);
+    }
+  }
+
+  nearest_options options_;
+  device_resource_ref resource_;
+  std::size_t count_ = 0;
+  int device_ = -1;
+  device_buffer<unsigned long long> invalid_counts_;  // invalid references (preparation), observations (blocking query)
+  nearest_scratch scratch_;                           // of the queries without a scratch argument
+};
+
+}  // namespace streamkit::detail
