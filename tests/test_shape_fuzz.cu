@@ -2,7 +2,7 @@
 // element by element with a float64 CPU reference, outputs poisoned first.
 //
 //   STREAMKIT_FUZZ_SEED    seed of the random shapes (default 20261123; printed)
-//   STREAMKIT_FUZZ_SHAPES  random shapes per family, min-max and nearest neighbour (default 100)
+//   STREAMKIT_FUZZ_SHAPES  random shapes per family: min-max, nearest neighbour, radius (default 100)
 //   STREAMKIT_FUZZ_GIANT   0 leaves out the shapes of 2^31 elements and more (sanitizer runs)
 //   STREAMKIT_FUZZ_EXTREMES 0 leaves out the fixed extreme shapes too (racecheck, which instruments
 //                          every shared-memory access and would take hours over them)
@@ -1547,11 +1547,11 @@ std::vector<radius_case> extreme_radius_cases()
   }
   // The front end's tree (picked for 2^20 observations), after a query of a prior set.
   {
-    auto& c = add(e::front_end, rc::two_pass_with_scratch, std::size_t{1} << 20, 256, holding(4, 256));
+    auto& c = add(e::front_end, rc::two_pass_with_scratch, std::size_t{1} << 20, 32, holding(4, 32));
     c.prior_set = true;
     c.tell_largest = true;
   }
-  add(e::front_end, rc::blocking, std::size_t{1} << 20, 256, holding(4, 256)).bound = radius_bound::both_at_the_result;
+  add(e::front_end, rc::blocking, std::size_t{1} << 20, 32, holding(4, 32)).bound = radius_bound::both_at_the_result;
   // Bounds, per observation radii, invalid points.
   for (radius_bound bound : {radius_bound::max_per_row, radius_bound::max_total}) {
     for (e engine : {e::brute_force, e::tree, e::front_end, e::one_shot}) {
