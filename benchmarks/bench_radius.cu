@@ -6,7 +6,7 @@
 //   uniform: 2^20 x 2^20 uniform points, r giving about 16 neighbours per row on average.
 // Times are medians of CUDA-event timings after a warm-up: the offsets pass (count + scan), the fill
 // into storage allocated beforehand (sorted by one radix sort of everything, sorted with the largest
-// row told (one thread per row when it is at most radius_small_row), unsorted), and the k-nearest
+// row told (one warp per row when it is at most radius_small_row), unsorted), and the k-nearest
 // query; the radius total is the offsets pass + the sorted fill the blocking form would take (the
 // host's read of the offsets in between is not counted).
 //

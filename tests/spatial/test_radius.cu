@@ -80,11 +80,12 @@ constexpr std::size_t spare = 7;  // poisoned elements past the total, which a f
 
 /// The two-call form: radius_offsets_async, the total read by the test, storage of total + `spare`
 /// poisoned elements, radius_fill_async; checks the count-only form agrees and the spare is untouched.
-/// `tell_largest`: the storage says how long the largest row is (a sorted fill then sorts rows of up to
-/// radius_small_row in one thread each instead of radix-sorting everything).
+/// `tell_largest` (not 0): the storage says the largest row is its true length / tell_largest (a sorted
+/// fill then sorts rows of up to radius_small_row one warp each instead of radix-sorting everything;
+/// above 1, it understates, and the rows longer than it said must still come back sorted).
 template <class Index, class T, class Engine>
 host_csr<Index, T> radius_two_calls(Engine& index, streamkit::points_ref<T> obs, radius_options const& r, bool distances,
-                                    streamkit::stream const& s, bool tell_largest = false)
+                                    streamkit::stream const& s, std::size_t tell_largest = 0)
 {
   std::size_t const n = obs.count;
   auto offsets = to_device(std::vector<std::int64_t>(n + 1, -3), s);
@@ -95,9 +96,10 @@ host_csr<Index, T> radius_two_calls(Engine& index, streamkit::points_ref<T> obs,
   auto out_distance = to_device(std::vector<T>(total + spare, static_cast<T>(streamkit_test::poison_distance)), s);
   streamkit::radius_neighbors_ref<Index, T> view{offsets.data(), out_index.data(), distances ? out_distance.data() : nullptr, n,
                                                  total + spare, nullptr, 0};
-  for (std::size_t i = 0; tell_largest && i < n; ++i) {
+  for (std::size_t i = 0; tell_largest > 0 && i < n; ++i) {
     view.largest_row = std::max<std::size_t>(view.largest_row, static_cast<std::size_t>(host_offsets[i + 1] - host_offsets[i]));
   }
+  if (tell_largest > 0) { view.largest_row = std::max<std::size_t>(view.largest_row / tell_largest, 1); }
   index.radius_fill_async(obs, r, view, s);
   host_csr<Index, T> out{host_offsets, to_host(out_index, s), distances ? to_host(out_distance, s) : std::vector<T>{}};
   for (std::size_t e = total; e < total + spare; ++e) {
@@ -165,10 +167,13 @@ void check_every_engine(point_set const& obs_points, point_set const& ref_points
     auto const sorted = radius_two_calls<Index, T>(index, obs.points, r, true, s);
     expect_radius(sorted, obs.seen, refs.seen, radii, scale, true, true);
     EXPECT_EQ(sorted.index, first.index) << "two calls vs blocking";
-    auto const told = radius_two_calls<Index, T>(index, obs.points, r, true, s, true);
+    auto const told = radius_two_calls<Index, T>(index, obs.points, r, true, s, 1);
     expect_radius(told, obs.seen, refs.seen, radii, scale, true, true);
     EXPECT_EQ(told.index, first.index) << "two calls, largest row told, vs blocking";
     EXPECT_EQ(told.distance, sorted.distance) << "distances: largest row told or not";
+    auto const understated = radius_two_calls<Index, T>(index, obs.points, r, true, s, 3);
+    EXPECT_EQ(understated.index, first.index) << "two calls, largest row understated 3 times, vs blocking";
+    EXPECT_EQ(understated.distance, sorted.distance) << "distances: largest row understated or not";
     radius_options unsorted = r;
     unsorted.sorted = false;
     auto const any_order = radius_two_calls<Index, T>(index, obs.points, unsorted, false, s);

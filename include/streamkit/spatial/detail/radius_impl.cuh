@@ -16,6 +16,7 @@
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -98,6 +99,28 @@ inline int radius_sort_end_bit(std::size_t rows)
   int bits = 0;
   while (bits < 32 && (std::size_t{1} << bits) < rows) { ++bits; }
   return 96 + bits;
+}
+
+/// Launches radius_sort_rows for rows of at most `largest_row` (radius_small_row at most): up to 4
+/// warps a block, as many as the device's shared memory per block holds at 12 bytes an entry.
+template <class Index, class T>
+void sort_rows(points_ref<T> const& observations, std::size_t n, std::int64_t const* offsets, tree_key* keys, lat_lon const* coordinates,
+               std::size_t m, radius_neighbors_ref<Index, T> const& result, double scale, std::size_t largest_row, int device,
+               stream_ref stream)
+{
+  unsigned room = 32;
+  while (room < largest_row) { room *= 2; }
+  int shared_limit = 0;
+  STREAMKIT_CUDA_TRY(cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  std::size_t const warp_bytes = room * radius_sort_bytes_per_entry;
+  std::size_t const warps = std::clamp<std::size_t>(static_cast<std::size_t>(shared_limit) / warp_bytes, 1, 4);
+  std::size_t const bytes = warps * warp_bytes;
+  if (bytes > 48 * 1024) {
+    STREAMKIT_CUDA_TRY(cudaFuncSetAttribute(radius_sort_rows<Index, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  }
+  radius_sort_rows<Index, T><<<grid_size("radius_sort_rows", n, warps, grid_stride_blocks), static_cast<unsigned>(warps * 32), bytes,
+                               stream.value()>>>(observations, n, offsets, keys, coordinates, m, result.index, result.distance, scale, room);
+  STREAMKIT_CHECK_LAUNCH();
 }
 
 }  // namespace detail
@@ -221,7 +244,7 @@ void radius_queries<Engine, T>::fill_on(E const& engine, points_ref<T> const& ob
   std::size_t const engine_bytes = align_up(engine.radius_scratch_bytes(n));
   std::size_t const clamped_bytes = align_up((n + 1) * sizeof(std::int64_t));
   std::size_t const cursors_bytes = align_up(n * sizeof(unsigned long long));
-  // Short rows (the caller says so): each sorted by one thread; else one radix sort of everything.
+  // Short rows (the caller says so): each sorted by one warp; else one radix sort of everything.
   bool const short_rows = sorted && result.largest_row > 0 && result.largest_row <= radius_small_row;
   bool const radix = sorted && !short_rows;
   std::size_t const keys_bytes = sorted ? align_up((radix ? 2 : 1) * capacity * sizeof(tree_key)) : 0;
@@ -234,9 +257,10 @@ void radius_queries<Engine, T>::fill_on(E const& engine, points_ref<T> const& ob
   auto* const keys = reinterpret_cast<tree_key*>(memory + engine_bytes + clamped_bytes + cursors_bytes);
   std::byte* const sort_temporary = memory + engine_bytes + clamped_bytes + cursors_bytes + keys_bytes;
 
-  // A sorted fill sorts the whole storage, one radix sort over (row, chord, id): a slot the fill leaves
-  // alone holds the largest key and sorts last (a segmented sort would wait for the device).
-  if (radix) { STREAMKIT_CUDA_TRY(cudaMemsetAsync(keys, 0xff, capacity * sizeof(tree_key), stream.value())); }
+  // A slot the fill leaves alone (offsets of another query) holds the largest key: it sorts last and
+  // reads as no reference. The radix sort sorts the whole storage over (row, chord, id) (a segmented
+  // sort would wait for the device).
+  if (sorted) { STREAMKIT_CUDA_TRY(cudaMemsetAsync(keys, 0xff, capacity * sizeof(tree_key), stream.value())); }
   radius_clamp_offsets<<<grid_size("radius_clamp_offsets", n + 1, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
     result.offsets, n, capacity, clamped, cursors);
   STREAMKIT_CHECK_LAUNCH();
@@ -254,9 +278,8 @@ void radius_queries<Engine, T>::fill_on(E const& engine, points_ref<T> const& ob
   engine.radius_run(observations, pass, stream, memory);
   if (!sorted) { return; }
   if (short_rows) {
-    radius_sort_small_rows<Index, T><<<grid_size("radius_sort_small_rows", n, 128, grid_stride_blocks), 128, 0, stream.value()>>>(
-      observations, n, clamped, keys, engine.radius_coordinates(), engine.count_, result.index, result.distance, pass.scale);
-    STREAMKIT_CHECK_LAUNCH();
+    sort_rows(observations, n, clamped, keys, engine.radius_coordinates(), engine.count_, result, pass.scale, result.largest_row,
+              engine.device_, stream);
     return;
   }
   sorted_pairs<tree_key> const order =

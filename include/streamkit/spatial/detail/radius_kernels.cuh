@@ -337,40 +337,109 @@ __global__ void radius_finish_sorted(points_ref<T> observations, std::size_t n, 
   }
 }
 
-/// A sorted fill whose rows are all short (radius_small_row): thread i sorts row i's keys in place
-/// (insertion sort: (row, squared chord, id) order, the whole 128-bit key compared) and writes its
-/// indices and, when asked for, the float64 haversine of each pair × scale.
-template <class Index, class T>
-__global__ void radius_sort_small_rows(points_ref<T> observations, std::size_t n, std::int64_t const* offsets, tree_key* keys,
-                                       lat_lon const* coordinates, std::size_t m, Index* index, T* distance, double scale)
+/// Sorts `count` keys in place by (high, low), one thread.
+__device__ inline void insertion_sort(tree_key* keys, std::size_t count)
 {
   auto const before = [](tree_key const& a, tree_key const& b) { return a.high < b.high || (a.high == b.high && a.low < b.low); };
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x) {
-    auto const first = static_cast<std::size_t>(offsets[i]), last = static_cast<std::size_t>(offsets[i + 1]);
-    for (std::size_t e = first + 1; e < last; ++e) {
-      tree_key const key = keys[e];
-      std::size_t at = e;
-      while (at > first && before(key, keys[at - 1])) {
-        keys[at] = keys[at - 1];
-        --at;
+  for (std::size_t e = 1; e < count; ++e) {
+    tree_key const key = keys[e];
+    std::size_t at = e;
+    while (at > 0 && before(key, keys[at - 1])) {
+      keys[at] = keys[at - 1];
+      --at;
+    }
+    keys[at] = key;
+  }
+}
+
+/// Shared memory of one warp of radius_sort_rows for rows of up to `room` entries: room chords (the
+/// float64 squared chord's bits) and room ids.
+inline constexpr std::size_t radius_sort_bytes_per_entry = sizeof(std::uint64_t) + sizeof(std::uint32_t);
+
+/// A sorted fill whose rows are all at most `room` long (a power of two from 32, radius_small_row at
+/// most): warp w of the grid sorts rows w, w + warps, …, a bitonic sort of the row's (squared chord,
+/// id) keys padded to a power of two with the largest key (a row's keys share their row bits): in
+/// registers up to 32 entries, else in shared memory; then writes its indices and, when asked for, the
+/// float64 haversine of each pair × scale, lanes on consecutive entries.
+template <class Index, class T>
+__global__ void __launch_bounds__(128)
+  radius_sort_rows(points_ref<T> observations, std::size_t n, std::int64_t const* offsets, tree_key* keys,
+                   lat_lon const* coordinates, std::size_t m, Index* index, T* distance, double scale, unsigned room)
+{
+  extern __shared__ std::uint64_t sort_memory[];
+  unsigned const warps_per_block = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  std::uint64_t* const chords = sort_memory + std::size_t{warp} * room * radius_sort_bytes_per_entry / sizeof(std::uint64_t);
+  auto* const ids = reinterpret_cast<std::uint32_t*>(chords + room);
+  std::size_t const warps = std::size_t{gridDim.x} * warps_per_block;
+  for (std::size_t i = blockIdx.x * std::size_t{warps_per_block} + warp; i < n; i += warps) {
+    auto const first = static_cast<std::size_t>(offsets[i]);
+    auto const length = static_cast<std::size_t>(offsets[i + 1] - offsets[i]);
+    if (length > room) {  // longer than the caller's largest_row said: sorted in place by one lane, slowly
+      if (lane == 0) { insertion_sort(keys + first, length); }
+      __syncwarp();
+    }
+    unsigned const sorted = length > room ? 0u : static_cast<unsigned>(length);
+    if (sorted > 1 && sorted <= 32) {  // one entry a lane: a bitonic sort in registers
+      tree_key const key = lane < sorted ? keys[first + lane] : tree_key{~0ull, ~0ull};
+      std::uint64_t chord = key.high << 32 | key.low >> 32;
+      auto id = static_cast<std::uint32_t>(key.low);
+      for (unsigned k = 2; k <= 32; k *= 2) {
+        for (unsigned j = k / 2; j > 0; j /= 2) {
+          std::uint64_t const other_chord = __shfl_xor_sync(0xffffffffu, chord, j);
+          std::uint32_t const other_id = __shfl_xor_sync(0xffffffffu, id, j);
+          bool const other_first = other_chord < chord || (other_chord == chord && other_id < id);
+          bool const keep_smaller = ((lane & j) == 0) == ((lane & k) == 0);  // the lower lane of an ascending pair
+          if (other_first == keep_smaller) {
+            chord = other_chord;
+            id = other_id;
+          }
+        }
       }
-      keys[at] = key;
+      ids[lane] = id;
+      __syncwarp();
+    } else if (sorted > 32) {
+      unsigned size = 64;
+      while (size < sorted) { size *= 2; }
+      for (unsigned e = lane; e < size; e += 32) {
+        tree_key const key = e < sorted ? keys[first + e] : tree_key{~0ull, ~0ull};
+        chords[e] = key.high << 32 | key.low >> 32;
+        ids[e] = static_cast<std::uint32_t>(key.low);
+      }
+      __syncwarp();
+      for (unsigned k = 2; k <= size; k *= 2) {
+        for (unsigned j = k / 2; j > 0; j /= 2) {
+          for (unsigned t = lane; t < size / 2; t += 32) {
+            unsigned const a = t / j * 2 * j + t % j, b = a + j;
+            std::uint64_t const chord_a = chords[a], chord_b = chords[b];
+            std::uint32_t const id_a = ids[a], id_b = ids[b];
+            bool const a_after_b = chord_a > chord_b || (chord_a == chord_b && id_a > id_b);
+            if (a_after_b == ((a & k) == 0)) {  // ascending where bit k of a is clear
+              chords[a] = chord_b;
+              chords[b] = chord_a;
+              ids[a] = id_b;
+              ids[b] = id_a;
+            }
+          }
+          __syncwarp();
+        }
+      }
     }
     double lat = 0.0, lon = 0.0;
-    if (distance != nullptr && last > first) { load_point(observations, i, lat, lon); }
-    for (std::size_t e = first; e < last; ++e) {
-      auto const id = static_cast<std::uint32_t>(keys[e].low);
+    if (distance != nullptr && length > 0) { load_point(observations, i, lat, lon); }
+    for (std::size_t e = lane; e < length; e += 32) {
+      std::uint32_t const id = e < sorted && sorted > 1 ? ids[e] : static_cast<std::uint32_t>(keys[first + e].low);
       if (id >= m) {  // a slot no fill wrote (offsets of another query): never read past the references
-        index[e] = Index(-1);
-        if (distance != nullptr) { distance[e] = cuda::std::numeric_limits<T>::quiet_NaN(); }
+        index[first + e] = Index(-1);
+        if (distance != nullptr) { distance[first + e] = cuda::std::numeric_limits<T>::quiet_NaN(); }
         continue;
       }
-      index[e] = static_cast<Index>(id);
+      index[first + e] = static_cast<Index>(id);
       if (distance != nullptr) {
         lat_lon const ref = coordinates[id];
-        distance[e] = static_cast<T>(haversine(lat, lon, ref.lat, ref.lon) * scale);
+        distance[first + e] = static_cast<T>(haversine(lat, lon, ref.lat, ref.lon) * scale);
       }
     }
+    __syncwarp();  // every lane has read the row before the next one is loaded
   }
 }
 
