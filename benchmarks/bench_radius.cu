@@ -10,7 +10,11 @@
 // query; the radius total is the offsets pass + the sorted fill the blocking form would take (the
 // host's read of the offsets in between is not counted).
 //
-// Usage: bench_radius [path/to/cities1000.csv] [repetitions]   (exits 77 without a GPU)
+// Usage: bench_radius [path/to/cities1000.csv] [repetitions] [--write-points DIR]   (exits 77 without a GPU)
+//   --write-points DIR: first writes the generated points as raw little-endian float32 (lat, lon) degree pairs
+//   (the format of bench_nn_files and benchmarks/peers/cubql_cukd_driver.cu) and DIR/cases.tsv, one line per
+//   case: name, observations file, references file, r (km, %.17g), sphere radius (km): the data a peer is run
+//   on by benchmarks/peers_radius.py (written before the GPU is looked for, so it works without one).
 #include "../examples/common/csv.hpp"
 
 #include <streamkit/core/device.hpp>
@@ -24,6 +28,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -60,6 +65,22 @@ points near(points const& places, std::size_t n, std::uint64_t seed)
     p.lon.push_back(static_cast<float>(places.lon[j] + jitter(rng)));
   }
   return p;
+}
+
+void write_pairs(std::string const& path, points const& p)
+{
+  std::vector<float> pairs;
+  pairs.reserve(2 * p.lat.size());
+  for (std::size_t i = 0; i < p.lat.size(); ++i) {
+    pairs.push_back(p.lat[i]);
+    pairs.push_back(p.lon[i]);
+  }
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<char const*>(pairs.data()), static_cast<std::streamsize>(pairs.size() * sizeof(float)));
+  if (!out) {
+    std::fprintf(stderr, "cannot write %s\n", path.c_str());
+    std::exit(1);
+  }
 }
 
 template <class F>
@@ -140,12 +161,18 @@ void run_case(char const* name, char const* engine_name, Index& index, streamkit
 
 int main(int argc, char** argv)
 {
-  if (streamkit::device_count() == 0) {
-    std::puts("no CUDA device visible: benchmark skipped");
-    return 77;
+  std::vector<std::string> positional;
+  std::string write_dir;
+  for (int i = 1; i < argc; ++i) {
+    std::string const arg = argv[i];
+    if (arg == "--write-points" && i + 1 < argc) {
+      write_dir = argv[++i];
+    } else {
+      positional.push_back(arg);
+    }
   }
-  std::string const path = argc > 1 ? argv[1] : "examples/data/cities1000.csv";
-  int const repetitions = argc > 2 ? std::atoi(argv[2]) : 7;
+  std::string const path = positional.size() > 0 ? positional[0] : "examples/data/cities1000.csv";
+  int const repetitions = positional.size() > 1 ? std::atoi(positional[1].c_str()) : 7;
   std::ifstream file(path);
   if (!file) {
     std::fprintf(stderr, "cannot open %s\n", path.c_str());
@@ -157,37 +184,70 @@ int main(int argc, char** argv)
     places.lat.push_back(static_cast<float>(table.lat[i]));
     places.lon.push_back(static_cast<float>(table.lon[i]));
   }
+  streamkit::nearest_options options;
+  options.unit = streamkit::distance_unit::kilometres;
+  options.precision = streamkit::nn_precision::exact;
+  points const gps = near(places, std::size_t{1} << 20, 1);
+  points const uniform_refs = uniform(std::size_t{1} << 20, 2);
+  points const uniform_obs = uniform(std::size_t{1} << 20, 3);
+  points const uniform_few = uniform(std::size_t{1} << 14, 4);
+  std::string const places_name = "1M GPS-like x " + std::to_string(places.lat.size()) + " places";
+  // 16 of 2^20 on average: (1 - cos r) / 2 = 16 / 2^20.
+  double const angle = std::acos(1.0 - 32.0 / static_cast<double>(std::size_t{1} << 20));
+  double const uniform_km = angle * options.sphere_radius_km;
+  if (!write_dir.empty()) {
+    write_pairs(write_dir + "/places.f32", places);
+    write_pairs(write_dir + "/gps_obs_2p20.f32", gps);
+    write_pairs(write_dir + "/uniform_refs_2p20.f32", uniform_refs);
+    write_pairs(write_dir + "/uniform_obs_2p20.f32", uniform_obs);
+    write_pairs(write_dir + "/uniform_obs_2p14.f32", uniform_few);
+    std::ofstream cases(write_dir + "/cases.tsv");
+    char line[512];
+    for (double const km : {1.0, 10.0, 50.0}) {
+      std::snprintf(line, sizeof line, "%s\tgps_obs_2p20.f32\tplaces.f32\t%.17g\t%.17g\n", places_name.c_str(), km,
+                    options.sphere_radius_km);
+      cases << line;
+    }
+    std::snprintf(line, sizeof line, "2^20 x 2^20 uniform\tuniform_obs_2p20.f32\tuniform_refs_2p20.f32\t%.17g\t%.17g\n",
+                  uniform_km, options.sphere_radius_km);
+    cases << line;
+    std::snprintf(line, sizeof line, "2^14 x 2^20 uniform\tuniform_obs_2p14.f32\tuniform_refs_2p20.f32\t%.17g\t%.17g\n",
+                  uniform_km, options.sphere_radius_km);
+    cases << line;
+    if (!cases) {
+      std::fprintf(stderr, "cannot write %s/cases.tsv\n", write_dir.c_str());
+      return 1;
+    }
+  }
+  if (streamkit::device_count() == 0) {
+    std::puts("no CUDA device visible: benchmark skipped");
+    return 77;
+  }
   streamkit::stream const s(0);
   std::printf("device: %s; medians of %d; float32 degrees in, km out, exact; times in ms\n", streamkit::device(0).name().c_str(),
               repetitions);
   std::printf("| case | engine | r (km) | mean row | largest row | k | offsets pass | sorted fill (radix) | sorted fill (largest row told) | "
               "unsorted fill | radius (offsets + best sorted fill) | k-nearest | ratio |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-  streamkit::nearest_options options;
-  options.unit = streamkit::distance_unit::kilometres;
-  options.precision = streamkit::nn_precision::exact;
   {
     device_points const refs(places, s);
-    device_points const obs(near(places, std::size_t{1} << 20, 1), s);
+    device_points const obs(gps, s);
     streamkit::nearest_index<float> front(refs.ref, options, s);
     streamkit::tree_index<float> tree(refs.ref, options, s);
     for (double const km : {1.0, 10.0, 50.0}) {
-      std::string const name = "1M GPS-like x " + std::to_string(places.lat.size()) + " places";
-      run_case(name.c_str(), "tree_index", tree, obs.ref, km, s, repetitions);
-      run_case(name.c_str(), "front end", front, obs.ref, km, s, repetitions);
+      run_case(places_name.c_str(), "tree_index", tree, obs.ref, km, s, repetitions);
+      run_case(places_name.c_str(), "front end", front, obs.ref, km, s, repetitions);
     }
   }
   {
-    device_points const refs(uniform(std::size_t{1} << 20, 2), s);
-    device_points const obs(uniform(std::size_t{1} << 20, 3), s);
+    device_points const refs(uniform_refs, s);
+    device_points const obs(uniform_obs, s);
     streamkit::tree_index<float> tree(refs.ref, options, s);
-    // 16 of 2^20 on average: (1 - cos r) / 2 = 16 / 2^20.
-    double const angle = std::acos(1.0 - 32.0 / static_cast<double>(std::size_t{1} << 20));
-    run_case("2^20 x 2^20 uniform", "tree_index", tree, obs.ref, angle * options.sphere_radius_km, s, repetitions);
-    device_points const few(uniform(std::size_t{1} << 14, 4), s);
+    run_case("2^20 x 2^20 uniform", "tree_index", tree, obs.ref, uniform_km, s, repetitions);
+    device_points const few(uniform_few, s);
     streamkit::brute_force_index<float> brute(refs.ref, options, s);
-    run_case("2^14 x 2^20 uniform", "brute_force", brute, few.ref, angle * options.sphere_radius_km, s, repetitions);
-    run_case("2^14 x 2^20 uniform", "tree_index", tree, few.ref, angle * options.sphere_radius_km, s, repetitions);
+    run_case("2^14 x 2^20 uniform", "brute_force", brute, few.ref, uniform_km, s, repetitions);
+    run_case("2^14 x 2^20 uniform", "tree_index", tree, few.ref, uniform_km, s, repetitions);
   }
   return 0;
 }

@@ -20,6 +20,10 @@
 //   cubql_cukd_driver --method METHOD --observations OBS.bin --references REFS.bin --k K
 //                     [--repeat R] [--warmups W] [--indices OUT.bin] [--distances OUT.bin] [--leaf-threshold T]
 //
+//   cubql_cukd_driver --method cubql|cubql_radix --radius-km R --observations OBS.bin --references REFS.bin
+//                     [--sphere-radius-km 6371.0088] [--repeat R] [--warmups W] [--check-rows C] [--leaf-threshold T]
+//                                                  radius query (below); benchmarks/peers_radius.py runs it
+//
 // Methods (each a build over the references, then one query per observation, a thread per observation,
 // observations in file order):
 //
@@ -48,6 +52,28 @@
 // (float32, n x k, NaN where no neighbour), computed after the timed steps. Kernels are compiled for
 // K = 1, 2, 4, 8, 16, 32; another k <= 32 runs with the next larger K and writes the first k ("k_compiled" in
 // the JSON says which). Exit status 77 when no GPU is visible, 2 for a method that is not compiled in.
+//
+// Radius query (--radius-km R; cuBQL methods only): every reference within R km (great circle on a sphere of
+// --sphere-radius-km) of each observation, as a compressed-row result like streamkit's radius_offsets_async +
+// radius_fill_async: int64 row offsets, then int64 reference indices and float32 distances in km. A pair is in
+// when the float32 squared chord between the float32 unit vectors is at most (float32) (2 sin(R / 2 sphere))^2.
+// Phases, each timed on its own (--warmups, then the median of --repeat CUDA-event timings):
+//   build   the box kernel + cuBQL's builder, as in the k-nearest mode (the last build is kept for the queries)
+//   count   a thread per observation: cuBQL::fixedRadiusQuery::forEachPrim over the BVH with the squared chord,
+//           counting the references within; then cub::DeviceScan::ExclusiveSum of the n + 1 counts into the
+//           offsets (cub's temporary storage allocated before the timings)
+//   fill    the same traversal again, writing each row's indices and distances (km, 2 R asin(chord / 2) in
+//           float32) at its offsets: each row in traversal order (unsorted)
+//   sort    each row ordered by (distance, index), like streamkit's sorted rows: (distance bits << 32 |
+//           index) keys packed, cub::DeviceSegmentedSort::SortKeys over the rows, unpacked into a second pair of
+//           arrays; timed apart from the fill
+// The result arrays are allocated after the first count (not timed), as bench_radius does. Check: a sample of
+// --check-rows rows (evenly spaced, plus the largest row) against a float64 CPU haversine of the float32 inputs
+// (a reference is within when haversine x sphere <= R, streamkit's rule), on the host's threads: per row the
+// missing and extra references, split into those whose float64 distance lies within the float32 band of R
+// (2.5e-7 rad + 4e-7 x the radius angle: the error of float32 unit vectors and squared chords) and those
+// outside it (wrong), duplicates, indices out of range, and sorted rows that differ from the unsorted row's set
+// or are out of (distance, index) order. One JSON object on stdout.
 
 #include <cuda_runtime.h>
 
@@ -58,6 +84,9 @@
 #include <cuBQL/builder/cuda/radix.h>
 #include <cuBQL/queries/pointData/findClosest.h>
 #include <cuBQL/queries/pointData/knn.h>
+#include <cuBQL/traversal/fixedRadiusQuery.h>
+#include <cub/device/device_scan.cuh>
+#include <cub/device/device_segmented_sort.cuh>
 #endif
 #if defined(STREAMKIT_WITH_CUKD)
 #include <cukd/builder.h>
@@ -66,6 +95,7 @@
 #endif
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -75,6 +105,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -289,6 +320,221 @@ struct cubql_method final : method {
            "; findClosest (k = 1) / findKNN (k > 1)";
   }
 };
+
+// ------------------------------------------------------------------------------------------------
+// cuBQL radius query (--radius-km): count, scan, fill, per-row sort
+// ------------------------------------------------------------------------------------------------
+
+/// Squared chord between a reference and the query, rounded op by op (no contraction into FMAs), so that the
+/// count and the fill kernels decide every pair alike.
+__device__ __forceinline__ float radius_chord2(unit_vector const& r, cuBQL::vec3f const& q)
+{
+  float const dx = __fsub_rn(r.x, q.x), dy = __fsub_rn(r.y, q.y), dz = __fsub_rn(r.z, q.z);
+  return __fadd_rn(__fadd_rn(__fmul_rn(dx, dx), __fmul_rn(dy, dy)), __fmul_rn(dz, dz));
+}
+
+/// counts[i] = references within (squared chord <= chord2) of observation i; counts[n] = 0 (for the scan).
+__global__ void cubql_radius_count(cuBQL::bvh3f bvh, unit_vector const* references, unit_vector const* observations,
+                                   std::size_t n, float chord2, std::int64_t* counts)
+{
+  std::size_t const i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i > n) { return; }
+  if (i == n) {
+    counts[n] = 0;
+    return;
+  }
+  unit_vector const o = observations[i];
+  cuBQL::vec3f const q(o.x, o.y, o.z);
+  std::int64_t found = 0;
+  cuBQL::fixedRadiusQuery::forEachPrim(
+    [&](std::uint32_t prim) -> int {
+      if (radius_chord2(references[prim], q) <= chord2) { ++found; }
+      return CUBQL_CONTINUE_TRAVERSAL;
+    },
+    bvh, q, chord2);
+  counts[i] = found;
+}
+
+/// Writes row i at offsets[i] ... offsets[i + 1]: indices and distances (km), in traversal order; a row whose
+/// traversal finds another count than the count pass did is counted in `mismatched` (never written past).
+__global__ void cubql_radius_fill(cuBQL::bvh3f bvh, unit_vector const* references, unit_vector const* observations,
+                                  std::size_t n, float chord2, float two_sphere_km, std::int64_t const* offsets,
+                                  std::int64_t* index, float* distance, unsigned long long* mismatched)
+{
+  std::size_t const i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) { return; }
+  unit_vector const o = observations[i];
+  cuBQL::vec3f const q(o.x, o.y, o.z);
+  std::int64_t at = offsets[i];
+  std::int64_t const end = offsets[i + 1];
+  cuBQL::fixedRadiusQuery::forEachPrim(
+    [&](std::uint32_t prim) -> int {
+      float const c2 = radius_chord2(references[prim], q);
+      if (c2 <= chord2) {
+        if (at < end) {
+          index[at] = prim;
+          distance[at] = two_sphere_km * asinf(fminf(0.5f * sqrtf(c2), 1.0f));
+        }
+        ++at;
+      }
+      return CUBQL_CONTINUE_TRAVERSAL;
+    },
+    bvh, q, chord2);
+  if (at != end) { atomicAdd(mismatched, 1ull); }
+}
+
+/// (distance bits << 32 | index): non-negative float32 bits order as their values, so the keys order by
+/// (distance, index).
+__global__ void radius_pack_keys(std::int64_t const* index, float const* distance, std::size_t total, std::uint64_t* keys)
+{
+  std::size_t const j = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (j >= total) { return; }
+  keys[j] = static_cast<std::uint64_t>(__float_as_uint(distance[j])) << 32 | static_cast<std::uint32_t>(index[j]);
+}
+
+__global__ void radius_unpack_keys(std::uint64_t const* keys, std::size_t total, std::int64_t* index, float* distance)
+{
+  std::size_t const j = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (j >= total) { return; }
+  std::uint64_t const key = keys[j];
+  index[j] = static_cast<std::int64_t>(key & 0xffffffffu);
+  distance[j] = __uint_as_float(static_cast<unsigned>(key >> 32));
+}
+
+/// Every run of --repeat CUDA-event timings of `work` (on the default stream) after --warmups; `before()` runs
+/// ahead of each step, untimed.
+template <class Before, class Work>
+std::vector<double> time_runs(int warmups, int repeat, Before&& before, Work&& work)
+{
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  std::vector<double> runs;
+  for (int step = 0; step < warmups + repeat; ++step) {
+    before();
+    check(cudaDeviceSynchronize(), "before a step");
+    check(cudaEventRecord(start, 0), "cudaEventRecord");
+    work();
+    check(cudaEventRecord(stop, 0), "cudaEventRecord");
+    check(cudaEventSynchronize(stop), "a step");
+    check(cudaGetLastError(), "a step's kernels");
+    float ms = 0.0f;
+    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    if (step >= warmups) { runs.push_back(ms); }
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return runs;
+}
+
+/// Float64 great-circle distance in radians (streamkit's haversine(): clamped for antipodes).
+double haversine_rad(double lat1, double lon1, double lat2, double lon2)
+{
+  double const sin_half_dlat = std::sin(0.5 * (lat2 - lat1));
+  double const sin_half_dlon = std::sin(0.5 * (lon2 - lon1));
+  double const h = sin_half_dlat * sin_half_dlat + std::cos(lat1) * std::cos(lat2) * sin_half_dlon * sin_half_dlon;
+  return 2.0 * std::asin(std::sqrt(h < 1.0 ? h : 1.0));
+}
+
+struct radius_check {
+  std::size_t rows = 0, rows_identical = 0, expected_pairs = 0, returned_pairs = 0;
+  std::size_t missing_in_band = 0, missing_outside_band = 0, extra_in_band = 0, extra_outside_band = 0;
+  std::size_t duplicates = 0, out_of_range = 0, sorted_rows_bad = 0;
+  double largest_mismatch_km = 0.0;  ///< the largest |haversine - R| of a missing or extra pair (km)
+  double band_km = 0.0, seconds = 0.0;
+};
+
+/// Checks `rows` of the result (row r's indices in found[r], sorted[r] the same row after the sort, empty
+/// vectors when the sort was not run) against a float64 brute force over `refs` (float32 degree pairs).
+radius_check check_radius_rows(std::vector<float> const& obs_pairs, std::vector<float> const& ref_pairs,
+                               std::vector<std::size_t> const& rows, std::vector<std::vector<std::int64_t>> const& found,
+                               std::vector<std::vector<std::pair<float, std::int64_t>>> const& sorted, double radius_km,
+                               double sphere_km)
+{
+  auto const started = std::chrono::steady_clock::now();
+  double const to_radians = 3.141592653589793238462643383279502884 / 180.0;
+  std::size_t const m = ref_pairs.size() / 2;
+  std::vector<double> ref_lat(m), ref_lon(m);
+  for (std::size_t j = 0; j < m; ++j) {
+    ref_lat[j] = static_cast<double>(ref_pairs[2 * j]) * to_radians;
+    ref_lon[j] = static_cast<double>(ref_pairs[2 * j + 1]) * to_radians;
+  }
+  double const angle = radius_km / sphere_km;
+  double const band_rad = 2.5e-7 + 4e-7 * angle;
+  // haversine >= |dlat|: a reference further in latitude than this is not within (nor in the band).
+  double const lat_filter = angle + band_rad + 1e-9;
+  std::vector<radius_check> parts(std::max(1u, std::min(64u, std::thread::hardware_concurrency())));
+  std::vector<std::thread> workers;
+  for (std::size_t w = 0; w < parts.size(); ++w) {
+    workers.emplace_back([&, w] {
+      radius_check& c = parts[w];
+      for (std::size_t r = w; r < rows.size(); r += parts.size()) {
+        std::size_t const i = rows[r];
+        double const lat = static_cast<double>(obs_pairs[2 * i]) * to_radians;
+        double const lon = static_cast<double>(obs_pairs[2 * i + 1]) * to_radians;
+        std::vector<std::int64_t> expected;
+        for (std::size_t j = 0; j < m; ++j) {
+          if (std::fabs(ref_lat[j] - lat) > lat_filter) { continue; }
+          if (haversine_rad(lat, lon, ref_lat[j], ref_lon[j]) * sphere_km <= radius_km) {
+            expected.push_back(static_cast<std::int64_t>(j));
+          }
+        }
+        std::vector<std::int64_t> got = found[r];
+        std::sort(got.begin(), got.end());
+        std::size_t const before = got.size();
+        got.erase(std::remove_if(got.begin(), got.end(), [&](std::int64_t j) { return j < 0 || j >= static_cast<std::int64_t>(m); }),
+                  got.end());
+        c.out_of_range += before - got.size();
+        std::size_t const unique_before = got.size();
+        got.erase(std::unique(got.begin(), got.end()), got.end());
+        c.duplicates += unique_before - got.size();
+        ++c.rows;
+        c.expected_pairs += expected.size();
+        c.returned_pairs += found[r].size();
+        if (got == expected && before == got.size()) { ++c.rows_identical; }
+        auto classify = [&](std::int64_t j, std::size_t& in_band, std::size_t& outside) {
+          double const off = std::fabs(haversine_rad(lat, lon, ref_lat[j], ref_lon[j]) * sphere_km - radius_km);
+          c.largest_mismatch_km = std::max(c.largest_mismatch_km, off);
+          ++(off <= band_rad * sphere_km ? in_band : outside);
+        };
+        std::vector<std::int64_t> difference;
+        std::set_difference(expected.begin(), expected.end(), got.begin(), got.end(), std::back_inserter(difference));
+        for (std::int64_t j : difference) { classify(j, c.missing_in_band, c.missing_outside_band); }
+        difference.clear();
+        std::set_difference(got.begin(), got.end(), expected.begin(), expected.end(), std::back_inserter(difference));
+        for (std::int64_t j : difference) { classify(j, c.extra_in_band, c.extra_outside_band); }
+        if (!sorted.empty()) {
+          std::vector<std::pair<float, std::int64_t>> const& row = sorted[r];
+          std::vector<std::int64_t> ids;
+          for (auto const& entry : row) { ids.push_back(entry.second); }
+          std::vector<std::int64_t> unsorted_ids = found[r];
+          std::sort(ids.begin(), ids.end());
+          std::sort(unsorted_ids.begin(), unsorted_ids.end());
+          if (ids != unsorted_ids || !std::is_sorted(row.begin(), row.end())) { ++c.sorted_rows_bad; }
+        }
+      }
+    });
+  }
+  for (auto& t : workers) { t.join(); }
+  radius_check total;
+  for (auto const& c : parts) {
+    total.rows += c.rows;
+    total.rows_identical += c.rows_identical;
+    total.expected_pairs += c.expected_pairs;
+    total.returned_pairs += c.returned_pairs;
+    total.missing_in_band += c.missing_in_band;
+    total.missing_outside_band += c.missing_outside_band;
+    total.extra_in_band += c.extra_in_band;
+    total.extra_outside_band += c.extra_outside_band;
+    total.duplicates += c.duplicates;
+    total.out_of_range += c.out_of_range;
+    total.sorted_rows_bad += c.sorted_rows_bad;
+    total.largest_mismatch_km = std::max(total.largest_mismatch_km, c.largest_mismatch_km);
+  }
+  total.band_km = band_rad * sphere_km;
+  total.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return total;
+}
 #endif
 
 #if defined(STREAMKIT_WITH_CUKD)
@@ -439,6 +685,9 @@ struct arguments {
   std::string method, observations, references, indices, distances;
   std::size_t k = 1;
   int repeat = 5, warmups = 2, leaf_threshold = 0;
+  double radius_km = -1.0;           ///< --radius-km: the radius query instead of k nearest (negative: not asked)
+  double sphere_radius_km = 6371.0088;  ///< streamkit's earth_radius_km
+  std::size_t check_rows = 2000;
 };
 
 arguments parse(int argc, char** argv)
@@ -457,6 +706,9 @@ arguments parse(int argc, char** argv)
     else if (key == "--indices") { a.indices = value; }
     else if (key == "--distances") { a.distances = value; }
     else if (key == "--leaf-threshold") { a.leaf_threshold = std::stoi(value); }
+    else if (key == "--radius-km") { a.radius_km = std::stod(value); }
+    else if (key == "--sphere-radius-km") { a.sphere_radius_km = std::stod(value); }
+    else if (key == "--check-rows") { a.check_rows = std::stoul(value); }
     else { throw std::invalid_argument("unknown option " + key); }
   }
   if (a.method.empty() || a.observations.empty() || a.references.empty()) {
@@ -464,6 +716,9 @@ arguments parse(int argc, char** argv)
   }
   if (a.k < 1 || a.k > static_cast<std::size_t>(most_k)) { throw std::invalid_argument("--k: 1 to 32"); }
   if (a.repeat < 1 || a.warmups < 0) { throw std::invalid_argument("--repeat at least 1, --warmups at least 0"); }
+  if (a.radius_km >= 0 && !(a.sphere_radius_km > 0 && std::isfinite(a.sphere_radius_km) && std::isfinite(a.radius_km))) {
+    throw std::invalid_argument("--radius-km and --sphere-radius-km: finite, the sphere's radius positive");
+  }
   return a;
 }
 
@@ -477,6 +732,138 @@ void write_device(std::string const& path, T const* device, std::size_t count)
   if (!out) { throw std::runtime_error(path + ": cannot write"); }
 }
 
+#if defined(STREAMKIT_WITH_CUBQL)
+/// The radius query (see the top of the file); one JSON object on stdout.
+int run_radius(arguments const& a, cudaDeviceProp const& properties)
+{
+  if (a.method != "cubql" && a.method != "cubql_radix") {
+    throw std::invalid_argument("--radius-km: methods cubql and cubql_radix only");
+  }
+  std::vector<float> const obs_pairs = read_pairs(a.observations);
+  std::vector<float> const ref_pairs = read_pairs(a.references);
+  std::vector<unit_vector> const obs = to_unit_vectors(obs_pairs);
+  std::vector<unit_vector> const refs = to_unit_vectors(ref_pairs);
+  if (refs.empty() || refs.size() > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max())) {
+    throw std::invalid_argument("references: 1 to 2^31 - 1 points");
+  }
+  problem p(obs, refs, 1, 1);
+  std::size_t const n = p.n;
+  cubql_method search(a.method == "cubql_radix", a.leaf_threshold);
+  search.prepare(p);
+  auto const nothing = [] {};
+  std::vector<double> const build_runs = time_runs(a.warmups, a.repeat, [&] { search.release(); }, [&] { search.build(p); });
+
+  double const pi = 3.141592653589793238462643383279502884;
+  double const angle = std::min(a.radius_km / a.sphere_radius_km, pi);
+  double const chord = 2.0 * std::sin(0.5 * angle);
+  float const chord2 = static_cast<float>(chord * chord);
+  float const two_sphere_km = static_cast<float>(2.0 * a.sphere_radius_km);
+
+  device_array<std::int64_t> counts(n + 1), offsets(n + 1);
+  std::size_t scan_bytes = 0;
+  check(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, counts.data, offsets.data, static_cast<int>(n + 1)), "scan size");
+  device_array<unsigned char> scan_temp(scan_bytes);
+  auto const count_pass = [&] {
+    cubql_radius_count<<<blocks_for(n + 1), threads_per_block>>>(search.bvh, p.references.data, p.observations.data, n,
+                                                                 chord2, counts.data);
+    check(cub::DeviceScan::ExclusiveSum(scan_temp.data, scan_bytes, counts.data, offsets.data, static_cast<int>(n + 1)),
+          "scan");
+  };
+  count_pass();
+  check(cudaDeviceSynchronize(), "the first count");
+  check(cudaGetLastError(), "the first count's kernels");
+  std::int64_t total = 0;
+  check(cudaMemcpy(&total, offsets.data + n, sizeof total, cudaMemcpyDeviceToHost), "copy the total");
+  std::size_t const pairs = static_cast<std::size_t>(total);
+  device_array<std::int64_t> index(pairs), sorted_index(pairs);
+  device_array<float> distance(pairs), sorted_distance(pairs);
+  device_array<std::uint64_t> keys(pairs), sorted_keys(pairs);
+  device_array<unsigned long long> mismatched(1);
+  std::size_t sort_bytes = 0;
+  if (pairs > 0) {
+    check(cub::DeviceSegmentedSort::SortKeys(nullptr, sort_bytes, keys.data, sorted_keys.data, total, static_cast<std::int64_t>(n),
+                                             offsets.data, offsets.data + 1),
+          "sort size");
+  }
+  device_array<unsigned char> sort_temp(sort_bytes);
+
+  std::vector<double> const count_runs = time_runs(a.warmups, a.repeat, nothing, count_pass);
+  std::vector<double> const fill_runs = time_runs(
+    a.warmups, a.repeat, [&] { check(cudaMemset(mismatched.data, 0, sizeof(unsigned long long)), "cudaMemset"); },
+    [&] {
+      if (n == 0) { return; }
+      cubql_radius_fill<<<blocks_for(n), threads_per_block>>>(search.bvh, p.references.data, p.observations.data, n, chord2,
+                                                              two_sphere_km, offsets.data, index.data, distance.data,
+                                                              mismatched.data);
+    });
+  std::vector<double> const sort_runs = time_runs(a.warmups, a.repeat, nothing, [&] {
+    if (pairs == 0) { return; }
+    radius_pack_keys<<<blocks_for(pairs), threads_per_block>>>(index.data, distance.data, pairs, keys.data);
+    check(cub::DeviceSegmentedSort::SortKeys(sort_temp.data, sort_bytes, keys.data, sorted_keys.data, total,
+                                             static_cast<std::int64_t>(n), offsets.data, offsets.data + 1),
+          "sort");
+    radius_unpack_keys<<<blocks_for(pairs), threads_per_block>>>(sorted_keys.data, pairs, sorted_index.data, sorted_distance.data);
+  });
+  unsigned long long fill_mismatched = 0;
+  check(cudaMemcpy(&fill_mismatched, mismatched.data, sizeof fill_mismatched, cudaMemcpyDeviceToHost), "copy the mismatches");
+
+  // The check: evenly spaced rows and the largest one.
+  std::vector<std::int64_t> host_offsets(n + 1);
+  check(cudaMemcpy(host_offsets.data(), offsets.data, (n + 1) * sizeof(std::int64_t), cudaMemcpyDeviceToHost), "copy offsets");
+  std::size_t largest_row = 0, largest_at = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    auto const length = static_cast<std::size_t>(host_offsets[i + 1] - host_offsets[i]);
+    if (length > largest_row) {
+      largest_row = length;
+      largest_at = i;
+    }
+  }
+  std::vector<std::size_t> rows;
+  std::size_t const wanted = std::min(a.check_rows, n);
+  for (std::size_t r = 0; r < wanted; ++r) { rows.push_back(r * n / wanted); }
+  if (n > 0 && std::find(rows.begin(), rows.end(), largest_at) == rows.end()) { rows.push_back(largest_at); }
+  std::vector<std::vector<std::int64_t>> found(rows.size());
+  std::vector<std::vector<std::pair<float, std::int64_t>>> sorted(rows.size());
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    std::size_t const begin = static_cast<std::size_t>(host_offsets[rows[r]]);
+    std::size_t const length = static_cast<std::size_t>(host_offsets[rows[r] + 1]) - begin;
+    found[r].resize(length);
+    std::vector<std::int64_t> ids(length);
+    std::vector<float> dist(length);
+    if (length > 0) {
+      check(cudaMemcpy(found[r].data(), index.data + begin, length * sizeof(std::int64_t), cudaMemcpyDeviceToHost), "copy a row");
+      check(cudaMemcpy(ids.data(), sorted_index.data + begin, length * sizeof(std::int64_t), cudaMemcpyDeviceToHost), "copy a row");
+      check(cudaMemcpy(dist.data(), sorted_distance.data + begin, length * sizeof(float), cudaMemcpyDeviceToHost), "copy a row");
+    }
+    for (std::size_t j = 0; j < length; ++j) { sorted[r].emplace_back(dist[j], ids[j]); }
+  }
+  radius_check const c = check_radius_rows(obs_pairs, ref_pairs, rows, found, sorted, a.radius_km, a.sphere_radius_km);
+
+  double const build_ms = median(build_runs), count_ms = median(count_runs), fill_ms = median(fill_runs);
+  double const sort_ms = median(sort_runs);
+  std::printf(
+    "{\"mode\": \"radius\", \"method\": \"%s\", \"n\": %zu, \"m\": %zu, \"radius_km\": %.17g, \"sphere_radius_km\": %.17g, "
+    "\"chord2\": %.9g, \"total_pairs\": %zu, \"mean_row\": %.6f, \"largest_row\": %zu, \"build_ms\": %.5f, \"count_ms\": %.5f, "
+    "\"fill_ms\": %.5f, \"sort_ms\": %.5f, \"unsorted_ms\": %.5f, \"sorted_ms\": %.5f, \"build_runs_ms\": %s, "
+    "\"count_runs_ms\": %s, \"fill_runs_ms\": %s, \"sort_runs_ms\": %s, \"fill_mismatched_rows\": %llu, "
+    "\"check\": {\"rows\": %zu, \"rows_identical\": %zu, \"expected_pairs\": %zu, \"returned_pairs\": %zu, "
+    "\"missing_in_band\": %zu, \"missing_outside_band\": %zu, \"extra_in_band\": %zu, \"extra_outside_band\": %zu, "
+    "\"duplicates\": %zu, \"out_of_range\": %zu, \"sorted_rows_bad\": %zu, \"band_km\": %.6g, \"largest_mismatch_km\": %.6g, "
+    "\"seconds\": %.2f}, \"repeat\": %d, \"warmups\": %d, \"threads_per_block\": %d, \"leaf_threshold\": %d, "
+    "\"description\": \"%s; cuBQL::fixedRadiusQuery::forEachPrim count + cub::DeviceScan::ExclusiveSum, forEachPrim fill "
+    "(unsorted), cub::DeviceSegmentedSort::SortKeys of (distance, index) keys\", \"gpu\": \"%s\", \"cuda_runtime\": %d}\n",
+    a.method.c_str(), n, p.m, a.radius_km, a.sphere_radius_km, static_cast<double>(chord2), pairs,
+    n ? static_cast<double>(pairs) / static_cast<double>(n) : 0.0, largest_row, build_ms, count_ms, fill_ms, sort_ms,
+    count_ms + fill_ms, count_ms + fill_ms + sort_ms, json_list(build_runs).c_str(), json_list(count_runs).c_str(),
+    json_list(fill_runs).c_str(), json_list(sort_runs).c_str(), fill_mismatched, c.rows, c.rows_identical, c.expected_pairs,
+    c.returned_pairs, c.missing_in_band, c.missing_outside_band, c.extra_in_band, c.extra_outside_band, c.duplicates,
+    c.out_of_range, c.sorted_rows_bad, c.band_km, c.largest_mismatch_km, c.seconds, a.repeat, a.warmups, threads_per_block,
+    a.leaf_threshold, search.description().c_str(), properties.name, CUDART_VERSION);
+  search.release();
+  return 0;
+}
+#endif
+
 int run(int argc, char** argv)
 {
   if (argc == 4 && std::string(argv[1]) == "--convert") {
@@ -488,8 +875,12 @@ int run(int argc, char** argv)
     return 0;
   }
   if (argc == 2 && std::string(argv[1]) == "--list") {
-    std::printf("{\"methods\": %s, \"compiled_k\": [1, 2, 4, 8, 16, 32], \"cuda_runtime\": %d}\n",
-                json_list(compiled_methods()).c_str(), CUDART_VERSION);
+    std::vector<std::string> radius;
+    for (std::string const& name : compiled_methods()) {
+      if (name.rfind("cubql", 0) == 0) { radius.push_back(name); }
+    }
+    std::printf("{\"methods\": %s, \"radius_methods\": %s, \"compiled_k\": [1, 2, 4, 8, 16, 32], \"cuda_runtime\": %d}\n",
+                json_list(compiled_methods()).c_str(), json_list(radius).c_str(), CUDART_VERSION);
     return 0;
   }
   arguments const a = parse(argc, argv);
@@ -506,6 +897,14 @@ int run(int argc, char** argv)
   }
   cudaDeviceProp properties{};
   check(cudaGetDeviceProperties(&properties, 0), "cudaGetDeviceProperties");
+  if (a.radius_km >= 0) {
+#if defined(STREAMKIT_WITH_CUBQL)
+    return run_radius(a, properties);
+#else
+    std::fprintf(stderr, "cubql_cukd_driver: --radius-km needs the cuBQL methods (compiled without them)\n");
+    return 2;
+#endif
+  }
 
   std::vector<unit_vector> const obs = to_unit_vectors(read_pairs(a.observations));
   std::vector<unit_vector> const refs = to_unit_vectors(read_pairs(a.references));
