@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <set>
@@ -134,6 +135,23 @@ TEST_F(Dispatcher, ABatchOfOneAndAnEmptyBatch)
   d.run(0, 64, [&](streamkit::chunk_context&) { called = true; });
   EXPECT_FALSE(called);
   EXPECT_THROW(d.run(1, 0, [](streamkit::chunk_context&) {}), std::invalid_argument);
+}
+
+TEST_F(Dispatcher, EveryWorkerStartsWithItsOwnChunk)
+{
+  // However the worker threads start, worker i's first chunk is chunk i: in every run with at least as
+  // many chunks as workers, each worker's memory meets a chunk (so the first run sizes all of it).
+  streamkit::dispatcher workers({{0, 0, 0}, 2});  // 6 workers on one device
+  std::size_t const count = workers.worker_count();
+  for (int run = 0; run < 20; ++run) {
+    std::vector<std::size_t> first_chunk(count, std::size_t(-1));
+    std::mutex mutex;
+    workers.run(count * 10, 10, [&](streamkit::chunk_context& chunk) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (first_chunk[chunk.worker] == std::size_t(-1)) { first_chunk[chunk.worker] = chunk.items.begin / 10; }
+    });
+    for (std::size_t w = 0; w < count; ++w) { EXPECT_EQ(first_chunk[w], w) << "run " << run << ", worker " << w; }
+  }
 }
 
 TEST_F(Dispatcher, AThrowingCallableStopsTheRunAndTheDispatcherStaysUsable)

@@ -1,8 +1,8 @@
 #pragma once
 /// @file dispatcher.hpp
-/// A dispatcher that spreads a batch of items over several GPUs: the batch is split into chunks,
-/// handed out dynamically (a shared counter) to one host worker per (device, stream), so a slower or
-/// busier GPU takes fewer chunks. Each chunk's work is enqueued on its worker's stream by a callable
+/// A dispatcher that spreads a batch of items over several GPUs: the batch is split into chunks for
+/// one host worker per (device, stream), worker i's first chunk is chunk i and the rest are handed out
+/// dynamically (a shared counter), so a slower or busier GPU takes fewer chunks. Each chunk's work is enqueued on its worker's stream by a callable
 /// the caller supplies; every stream owns reusable device and pinned staging memory.
 ///
 /// Failure: any exception from the callable or any CUDA error of a chunk stops the hand-out, lets the
@@ -316,7 +316,10 @@ class dispatcher {
   void run_claimed(std::size_t items, std::size_t chunk_items, Enqueue& enqueue, progress_callback const& progress)
   {
     std::size_t const chunks = detail::chunk_count(items, chunk_items);
-    std::atomic<std::size_t> next{0};
+    std::size_t const running = std::min(workers_.size(), chunks);
+    // Worker i starts with chunk i, then takes the next free one: every worker's memory meets a chunk
+    // in every run (a first run sizes it, so steady-state runs allocate nothing), however the threads start.
+    std::atomic<std::size_t> next{running};
     std::atomic<bool> stop{false};
     std::size_t done = 0;
     std::mutex mutex;
@@ -325,7 +328,7 @@ class dispatcher {
       worker& w = *workers_[index];
       try {
         device_guard guard(w.device);
-        for (std::size_t chunk = next.fetch_add(1); chunk < chunks && !stop; chunk = next.fetch_add(1)) {
+        for (std::size_t chunk = index; chunk < chunks && !stop; chunk = next.fetch_add(1)) {
           item_range const range = detail::chunk_at(items, chunk_items, chunk);
           try {
             chunk_context context(w.device, w.lane, w.stream.ref(), range, index, w.workspace, *copy_orders_[w.lane]);
@@ -353,7 +356,7 @@ class dispatcher {
         stop = true;
       }
     };
-    pool_->run(std::min(workers_.size(), chunks), body);
+    pool_->run(running, body);
     if (first_error) { std::rethrow_exception(first_error); }
   }
 
