@@ -118,7 +118,7 @@ void sort_rows(points_ref<T> const& observations, std::size_t n, std::int64_t co
   if (bytes > 48 * 1024) {
     STREAMKIT_CUDA_TRY(cudaFuncSetAttribute(radius_sort_rows<Index, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   }
-  radius_sort_rows<Index, T><<<grid_size("radius_sort_rows", n, warps, grid_stride_blocks), static_cast<unsigned>(warps * 32), bytes,
+  radius_sort_rows<Index, T><<<grid_size("radius_sort_rows", n, warps * 32, grid_stride_blocks), static_cast<unsigned>(warps * 32), bytes,
                                stream.value()>>>(observations, n, offsets, keys, coordinates, m, result.index, result.distance, scale, room);
   STREAMKIT_CHECK_LAUNCH();
 }

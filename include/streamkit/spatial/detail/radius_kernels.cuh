@@ -352,6 +352,24 @@ __device__ inline void insertion_sort(tree_key* keys, std::size_t count)
   }
 }
 
+/// Writes entry `at` of a sorted row, reference `id`: the index and, when asked for, the float64
+/// haversine from (lat, lon) × scale (−1 and NaN for an id of a slot no fill wrote, past the `m`
+/// references: offsets of another query).
+template <class Index, class T>
+__device__ inline void write_sorted_entry(std::size_t at, std::uint32_t id, double lat, double lon, lat_lon const* coordinates,
+                                          std::size_t m, Index* index, T* distance, double scale)
+{
+  if (id >= m) {
+    index[at] = Index(-1);
+    if (distance != nullptr) { distance[at] = cuda::std::numeric_limits<T>::quiet_NaN(); }
+    return;
+  }
+  index[at] = static_cast<Index>(id);
+  if (distance == nullptr) { return; }
+  lat_lon const ref = coordinates[id];
+  distance[at] = static_cast<T>(haversine(lat, lon, ref.lat, ref.lon) * scale);
+}
+
 /// Shared memory of one warp of radius_sort_rows for rows of up to `room` entries: room chords (the
 /// float64 squared chord's bits) and room ids.
 inline constexpr std::size_t radius_sort_bytes_per_entry = sizeof(std::uint64_t) + sizeof(std::uint32_t);
@@ -371,75 +389,79 @@ __global__ void __launch_bounds__(128)
   std::uint64_t* const chords = sort_memory + std::size_t{warp} * room * radius_sort_bytes_per_entry / sizeof(std::uint64_t);
   auto* const ids = reinterpret_cast<std::uint32_t*>(chords + room);
   std::size_t const warps = std::size_t{gridDim.x} * warps_per_block;
-  for (std::size_t i = blockIdx.x * std::size_t{warps_per_block} + warp; i < n; i += warps) {
-    auto const first = static_cast<std::size_t>(offsets[i]);
-    auto const length = static_cast<std::size_t>(offsets[i + 1] - offsets[i]);
-    if (length > room) {  // longer than the caller's largest_row said: sorted in place by one lane, slowly
-      if (lane == 0) { insertion_sort(keys + first, length); }
-      __syncwarp();
+  // 32 rows at a time: a lane writes its own row when it holds at most one entry (nothing to sort),
+  // then the warp sorts the longer ones one after the other.
+  for (std::size_t base = (blockIdx.x * std::size_t{warps_per_block} + warp) * 32; base < n; base += warps * 32) {
+    std::size_t const own = base + lane;
+    std::int64_t const own_length = own < n ? offsets[own + 1] - offsets[own] : 0;
+    if (own_length == 1) {
+      double lat = 0.0, lon = 0.0;
+      if (distance != nullptr) { load_point(observations, own, lat, lon); }
+      auto const at = static_cast<std::size_t>(offsets[own]);
+      write_sorted_entry(at, static_cast<std::uint32_t>(keys[at].low), lat, lon, coordinates, m, index, distance, scale);
     }
-    unsigned const sorted = length > room ? 0u : static_cast<unsigned>(length);
-    if (sorted > 1 && sorted <= 32) {  // one entry a lane: a bitonic sort in registers
-      tree_key const key = lane < sorted ? keys[first + lane] : tree_key{~0ull, ~0ull};
-      std::uint64_t chord = key.high << 32 | key.low >> 32;
-      auto id = static_cast<std::uint32_t>(key.low);
-      for (unsigned k = 2; k <= 32; k *= 2) {
-        for (unsigned j = k / 2; j > 0; j /= 2) {
-          std::uint64_t const other_chord = __shfl_xor_sync(0xffffffffu, chord, j);
-          std::uint32_t const other_id = __shfl_xor_sync(0xffffffffu, id, j);
-          bool const other_first = other_chord < chord || (other_chord == chord && other_id < id);
-          bool const keep_smaller = ((lane & j) == 0) == ((lane & k) == 0);  // the lower lane of an ascending pair
-          if (other_first == keep_smaller) {
-            chord = other_chord;
-            id = other_id;
-          }
-        }
+    for (unsigned longer = __ballot_sync(0xffffffffu, own_length > 1); longer != 0; longer &= longer - 1) {
+      std::size_t const i = base + static_cast<unsigned>(__ffs(static_cast<int>(longer)) - 1);
+      auto const first = static_cast<std::size_t>(offsets[i]);
+      auto const length = static_cast<std::size_t>(offsets[i + 1] - offsets[i]);
+      if (length > room) {  // longer than the caller's largest_row said: sorted in place by one lane, slowly
+        if (lane == 0) { insertion_sort(keys + first, length); }
+        __syncwarp();
       }
-      ids[lane] = id;
-      __syncwarp();
-    } else if (sorted > 32) {
-      unsigned size = 64;
-      while (size < sorted) { size *= 2; }
-      for (unsigned e = lane; e < size; e += 32) {
-        tree_key const key = e < sorted ? keys[first + e] : tree_key{~0ull, ~0ull};
-        chords[e] = key.high << 32 | key.low >> 32;
-        ids[e] = static_cast<std::uint32_t>(key.low);
-      }
-      __syncwarp();
-      for (unsigned k = 2; k <= size; k *= 2) {
-        for (unsigned j = k / 2; j > 0; j /= 2) {
-          for (unsigned t = lane; t < size / 2; t += 32) {
-            unsigned const a = t / j * 2 * j + t % j, b = a + j;
-            std::uint64_t const chord_a = chords[a], chord_b = chords[b];
-            std::uint32_t const id_a = ids[a], id_b = ids[b];
-            bool const a_after_b = chord_a > chord_b || (chord_a == chord_b && id_a > id_b);
-            if (a_after_b == ((a & k) == 0)) {  // ascending where bit k of a is clear
-              chords[a] = chord_b;
-              chords[b] = chord_a;
-              ids[a] = id_b;
-              ids[b] = id_a;
+      unsigned const sorted = length > room ? 0u : static_cast<unsigned>(length);
+      if (sorted > 0 && sorted <= 32) {  // one entry a lane: a bitonic sort in registers
+        tree_key const key = lane < sorted ? keys[first + lane] : tree_key{~0ull, ~0ull};
+        std::uint64_t chord = key.high << 32 | key.low >> 32;
+        auto id = static_cast<std::uint32_t>(key.low);
+        for (unsigned k = 2; k <= 32; k *= 2) {
+          for (unsigned j = k / 2; j > 0; j /= 2) {
+            std::uint64_t const other_chord = __shfl_xor_sync(0xffffffffu, chord, j);
+            std::uint32_t const other_id = __shfl_xor_sync(0xffffffffu, id, j);
+            bool const other_first = other_chord < chord || (other_chord == chord && other_id < id);
+            bool const keep_smaller = ((lane & j) == 0) == ((lane & k) == 0);  // the lower lane of an ascending pair
+            if (other_first == keep_smaller) {
+              chord = other_chord;
+              id = other_id;
             }
           }
-          __syncwarp();
+        }
+        ids[lane] = id;
+        __syncwarp();
+      } else if (sorted > 32) {
+        unsigned size = 64;
+        while (size < sorted) { size *= 2; }
+        for (unsigned e = lane; e < size; e += 32) {
+          tree_key const key = e < sorted ? keys[first + e] : tree_key{~0ull, ~0ull};
+          chords[e] = key.high << 32 | key.low >> 32;
+          ids[e] = static_cast<std::uint32_t>(key.low);
+        }
+        __syncwarp();
+        for (unsigned k = 2; k <= size; k *= 2) {
+          for (unsigned j = k / 2; j > 0; j /= 2) {
+            for (unsigned t = lane; t < size / 2; t += 32) {
+              unsigned const a = t / j * 2 * j + t % j, b = a + j;
+              std::uint64_t const chord_a = chords[a], chord_b = chords[b];
+              std::uint32_t const id_a = ids[a], id_b = ids[b];
+              bool const a_after_b = chord_a > chord_b || (chord_a == chord_b && id_a > id_b);
+              if (a_after_b == ((a & k) == 0)) {  // ascending where bit k of a is clear
+                chords[a] = chord_b;
+                chords[b] = chord_a;
+                ids[a] = id_b;
+                ids[b] = id_a;
+              }
+            }
+            __syncwarp();
+          }
         }
       }
-    }
-    double lat = 0.0, lon = 0.0;
-    if (distance != nullptr && length > 0) { load_point(observations, i, lat, lon); }
-    for (std::size_t e = lane; e < length; e += 32) {
-      std::uint32_t const id = e < sorted && sorted > 1 ? ids[e] : static_cast<std::uint32_t>(keys[first + e].low);
-      if (id >= m) {  // a slot no fill wrote (offsets of another query): never read past the references
-        index[first + e] = Index(-1);
-        if (distance != nullptr) { distance[first + e] = cuda::std::numeric_limits<T>::quiet_NaN(); }
-        continue;
+      double lat = 0.0, lon = 0.0;
+      if (distance != nullptr && length > 0) { load_point(observations, i, lat, lon); }
+      for (std::size_t e = lane; e < length; e += 32) {
+        std::uint32_t const id = sorted > 0 ? ids[e] : static_cast<std::uint32_t>(keys[first + e].low);
+        write_sorted_entry(first + e, id, lat, lon, coordinates, m, index, distance, scale);
       }
-      index[first + e] = static_cast<Index>(id);
-      if (distance != nullptr) {
-        lat_lon const ref = coordinates[id];
-        distance[first + e] = static_cast<T>(haversine(lat, lon, ref.lat, ref.lon) * scale);
-      }
+      __syncwarp();  // every lane has read the row before the next one is loaded
     }
-    __syncwarp();  // every lane has read the row before the next one is loaded
   }
 }
 
