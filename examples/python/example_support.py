@@ -35,6 +35,28 @@ def read_points(path):
     return points, ([r[name] for r in rows] if name is not None else None)
 
 
+def add_place_arguments(parser, random_help):
+    """The place and observation arguments of the examples that look up places: --places (a CSV with a
+    'name' column, default the shipped cities1000.csv), then --observations (a CSV) or --random N."""
+    parser.add_argument("--places", default=str(DATA_DIR / "cities1000.csv"))
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--observations", help="a CSV of observations (lat, lon)")
+    source.add_argument("--random", type=int, default=1_000_000, help=random_help)
+
+
+def read_places_and_observations(args, random_observations):
+    """The places and their names, and the observations: read from --observations, else
+    random_observations(places, args.random)."""
+    places, names = read_points(args.places)
+    if names is None:
+        sys.exit(f"{args.places}: the header must name a 'name' column")
+    if args.observations:
+        observations, _ = read_points(args.observations)
+    else:
+        observations = random_observations(places, args.random)
+    return places, names, observations
+
+
 def random_points(rng, count, dtype=np.float32):
     """`count` uniform random points on the sphere as (lat, lon) rows in degrees."""
     lat = np.degrees(np.arcsin(2.0 * rng.random(count) - 1.0))

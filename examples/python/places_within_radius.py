@@ -60,22 +60,14 @@ def count_wrong(observations, places, offsets, indices, km, radius_km):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--radius", type=float, default=10.0, help="km (default 10)")
-    parser.add_argument("--places", default=str(example_support.DATA_DIR / "cities1000.csv"))
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--observations", help="a CSV of observations (lat, lon)")
-    source.add_argument("--random", type=int, default=1_000_000, help="GPS points near random places (default 1,000,000)")
+    example_support.add_place_arguments(parser, "GPS points near random places (default 1,000,000)")
     parser.add_argument("--max-per-row", type=int, default=None, help="a bound on the places per point (default none)")
     args = parser.parse_args()
     streamkit = example_support.require_gpu("places_within_radius")
     import cupy
 
-    places, names = example_support.read_points(args.places)
-    if names is None:
-        sys.exit(f"{args.places}: the header must name a 'name' column")
-    if args.observations:
-        observations, _ = example_support.read_points(args.observations)
-    else:
-        observations = points_near_places(np.random.default_rng(2026), places, args.random)
+    places, names, observations = example_support.read_places_and_observations(
+        args, lambda places, count: points_near_places(np.random.default_rng(2026), places, count))
     print(f"places: {len(places):,} from {args.places}\nobservations: {len(observations):,}\nradius: {args.radius} km")
 
     device_places, device_observations = cupy.asarray(places), cupy.asarray(observations)

@@ -63,20 +63,12 @@ def write_csv(path, observations, names, indices, km, k):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--k", type=int, default=1)
-    parser.add_argument("--places", default=str(example_support.DATA_DIR / "cities1000.csv"))
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--observations", help="a CSV of observations (lat, lon)")
-    source.add_argument("--random", type=int, default=1_000_000, help="random observations (default 1,000,000)")
+    example_support.add_place_arguments(parser, "random observations (default 1,000,000)")
     parser.add_argument("--output", default="reverse_geocode_out.csv")
     args = parser.parse_args()
 
-    places, names = example_support.read_points(args.places)
-    if names is None:
-        sys.exit(f"{args.places}: the header must name a 'name' column")
-    if args.observations:
-        observations, _ = example_support.read_points(args.observations)
-    else:
-        observations = example_support.random_points(np.random.default_rng(2026), args.random)
+    places, names, observations = example_support.read_places_and_observations(
+        args, lambda places, count: example_support.random_points(np.random.default_rng(2026), count))
     print(f"places: {len(places):,} from {args.places}\nobservations: {len(observations):,}")
 
     streamkit = example_support.require_gpu("reverse_geocode")

@@ -29,6 +29,7 @@ namespace {
 using streamkit::angle_unit;
 using streamkit::radius_options;
 using streamkit_test::host_csr;
+using streamkit_test::options_in;
 using streamkit_test::point_set;
 using streamkit_test::radians_set;
 using streamkit_test::uniform_points;
@@ -73,14 +74,6 @@ host_points<T> on_host(point_set const& p, angle_unit unit, host_layout layout)
   }
   out.points = streamkit::points_ref<T>::interleaved(both, n, unit);
   return out;
-}
-
-streamkit::nearest_options options_in(streamkit::distance_unit unit, streamkit::invalid_points on_invalid = streamkit::invalid_points::reject)
-{
-  streamkit::nearest_options options;
-  options.unit = unit;
-  options.on_invalid = on_invalid;
-  return options;
 }
 
 template <class Index, class T>

@@ -7,6 +7,7 @@
 #include "test_support.hpp"
 
 #include <streamkit/core/stream.hpp>
+#include <streamkit/spatial/nearest_options.hpp>
 #include <streamkit/spatial/radius.hpp>
 
 #include <gtest/gtest.h>
@@ -22,6 +23,16 @@
 #include <vector>
 
 namespace streamkit_test {
+
+/// Search options in `unit`, invalid points rejected unless told otherwise.
+inline streamkit::nearest_options options_in(streamkit::distance_unit unit,
+                                             streamkit::invalid_points on_invalid = streamkit::invalid_points::reject)
+{
+  streamkit::nearest_options options;
+  options.unit = unit;
+  options.on_invalid = on_invalid;
+  return options;
+}
 
 /// A radius result on the host.
 template <class Index, class T>
