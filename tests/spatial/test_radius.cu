@@ -37,6 +37,7 @@ using streamkit_test::expect_radius;
 using streamkit_test::expect_same_sets;
 using streamkit_test::fetch;
 using streamkit_test::host_csr;
+using streamkit_test::options_in;
 using streamkit_test::point_set;
 using streamkit_test::radians_set;
 using streamkit_test::to_device;
@@ -121,14 +122,6 @@ host_csr<Index, T> radius_two_calls(Engine& index, streamkit::points_ref<T> obs,
   return out;
 }
 
-
-streamkit::nearest_options options_in(streamkit::distance_unit unit, streamkit::invalid_points on_invalid = streamkit::invalid_points::reject)
-{
-  streamkit::nearest_options options;
-  options.unit = unit;
-  options.on_invalid = on_invalid;
-  return options;
-}
 
 double scale_of(streamkit::nearest_options const& options)
 {
@@ -230,6 +223,16 @@ TEST_F(Radius, UniformRadiansInt32AndEmptyRows)
   r.radius = 0.01;  // most rows empty
   check_every_engine<double, std::int32_t>(uniform_points(2000, rng), uniform_points(3000, rng), r,
                                            options_in(streamkit::distance_unit::radians), {}, angle_unit::radians);
+}
+
+TEST_F(Radius, RowsOfHundredsSortedByAWarp)
+{
+  // Rows of a few hundred (shared-memory sort when the largest row is told, one lane's in-place sort
+  // when it is understated), small enough for the sanitizers.
+  radius_options r;
+  r.radius = 1.5;  // radians: about 46 % of the references per row
+  check_every_engine<float>(uniform_points(40, rng), uniform_points(700, rng), r, options_in(streamkit::distance_unit::radians), {},
+                            angle_unit::radians);
 }
 
 TEST_F(Radius, ClusteredMetres)
