@@ -6,5 +6,8 @@
 #include <streamkit/spatial/haversine.hpp>
 #include <streamkit/spatial/nearest_neighbor.cuh>
 #include <streamkit/spatial/nearest_options.hpp>
+#include <streamkit/spatial/nearest_queries.cuh>
 #include <streamkit/spatial/points.hpp>
+#include <streamkit/spatial/radius.hpp>
+#include <streamkit/spatial/radius_queries.cuh>
 #include <streamkit/spatial/tree_index.cuh>
