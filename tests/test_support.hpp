@@ -7,8 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -68,5 +71,33 @@ inline std::uint64_t mix(std::uint64_t x)
 
 /// A uniform double in [0, 1) from a hash.
 inline double unit_interval(std::uint64_t hash) { return static_cast<double>(hash >> 11) * 0x1.0p-53; }
+
+/// Problems found by checks running on several host threads (parallel_for): all counted, the first
+/// few kept with the row they concern; report() turns them into test failures on the test's thread.
+class failure_log {
+ public:
+  /// `row_name` names a row in the messages ("row", "observation").
+  explicit failure_log(std::string row_name) : row_name_(std::move(row_name)) {}
+  /// Counts a problem of row `row`; keeps its message when fewer than 10 came before.
+  void add(std::size_t row, std::string const& what)
+  {
+    if (count_.fetch_add(1) < 10) {
+      std::lock_guard const lock(mutex_);
+      messages_.push_back(row_name_ + " " + std::to_string(row) + ": " + what);
+    }
+  }
+  /// A failure per kept message, and the count expected 0 (saying `what` was wrong).
+  void report(char const* what) const
+  {
+    for (auto const& message : messages_) { ADD_FAILURE() << message; }
+    EXPECT_EQ(count_.load(), 0U) << what;
+  }
+
+ private:
+  std::string row_name_;
+  std::atomic<std::size_t> count_{0};
+  std::mutex mutex_;
+  std::vector<std::string> messages_;
+};
 
 }  // namespace streamkit_test

@@ -200,15 +200,8 @@ void expect_nearest(radians_set const& obs, radians_set const& refs, std::vector
                     std::vector<T> const& got_distance, streamkit::nn_precision precision, double scale)
 {
   reference_answer const expected = brute_force(obs, refs);
-  std::atomic<std::size_t> failures{0};
-  std::mutex report;
-  std::vector<std::string> messages;
-  auto const fail = [&](std::size_t i, std::string const& what) {
-    if (failures.fetch_add(1) < 10) {
-      std::lock_guard const lock(report);
-      messages.push_back("observation " + std::to_string(i) + ": " + what);
-    }
-  };
+  failure_log failures("observation");
+  auto const fail = [&](std::size_t i, std::string const& what) { failures.add(i, what); };
   parallel_for(obs.size(), [&](std::size_t begin, std::size_t end) {
     for (std::size_t i = begin; i < end; ++i) {
       Index const j = got_index[i];
@@ -247,8 +240,7 @@ void expect_nearest(radians_set const& obs, radians_set const& refs, std::vector
       }
     }
   });
-  for (auto const& message : messages) { ADD_FAILURE() << message; }
-  EXPECT_EQ(failures.load(), 0U) << "observations wrong";
+  failures.report("observations wrong");
 }
 
 

@@ -65,15 +65,8 @@ void expect_radius(host_csr<Index, T> const& got, radians_set const& obs, radian
   for (std::size_t i = 0; i < n; ++i) { ASSERT_LE(got.offsets[i], got.offsets[i + 1]) << "row " << i; }
   ASSERT_EQ(static_cast<std::size_t>(got.offsets[n]), got.index.size());
   if (distances) { ASSERT_EQ(got.distance.size(), got.index.size()); }
-  std::atomic<std::size_t> failures{0};
-  std::mutex report;
-  std::vector<std::string> messages;
-  auto const fail = [&](std::size_t i, std::string const& what) {
-    if (failures.fetch_add(1) < 10) {
-      std::lock_guard const lock(report);
-      messages.push_back("row " + std::to_string(i) + ": " + what);
-    }
-  };
+  failure_log failures("row");
+  auto const fail = [&](std::size_t i, std::string const& what) { failures.add(i, what); };
   streamkit_test::parallel_for(
     n,
     [&](std::size_t begin, std::size_t end) {
@@ -145,8 +138,7 @@ void expect_radius(host_csr<Index, T> const& got, radians_set const& obs, radian
       }
     },
     n * refs.size());
-  for (auto const& message : messages) { ADD_FAILURE() << message; }
-  EXPECT_EQ(failures.load(), 0U) << "rows wrong";
+  failures.report("rows wrong");
 }
 
 /// The same rows, each taken as a set (unsorted results).
@@ -175,9 +167,7 @@ inline void expect_radius_counts(std::vector<std::int64_t> const& counts, radian
 {
   std::size_t const n = obs.size();
   ASSERT_EQ(counts.size(), n);
-  std::atomic<std::size_t> failures{0};
-  std::mutex report;
-  std::vector<std::string> messages;
+  failure_log failures("row");
   parallel_for(
     n,
     [&](std::size_t begin, std::size_t end) {
@@ -191,21 +181,17 @@ inline void expect_radius_counts(std::vector<std::int64_t> const& counts, radian
           may += d * scale <= radii[i] + tolerance ? 1 : 0;
         }
         if (counts[i] < must || counts[i] > may) {
-          if (failures.fetch_add(1) < 10) {
-            std::ostringstream what;
-            what.precision(17);
-            what << "row " << i << ": count " << counts[i] << ", expected " << must;
-            if (may != must) { what << " to " << may; }
-            what << " (radius " << radii[i] << (obs.valid[i] ? "" : ", invalid observation") << ")";
-            std::lock_guard const lock(report);
-            messages.push_back(what.str());
-          }
+          std::ostringstream what;
+          what.precision(17);
+          what << "count " << counts[i] << ", expected " << must;
+          if (may != must) { what << " to " << may; }
+          what << " (radius " << radii[i] << (obs.valid[i] ? "" : ", invalid observation") << ")";
+          failures.add(i, what.str());
         }
       }
     },
     n * refs.size());
-  for (auto const& message : messages) { ADD_FAILURE() << message; }
-  EXPECT_EQ(failures.load(), 0U) << "counts wrong";
+  failures.report("counts wrong");
 }
 
 }  // namespace streamkit_test
