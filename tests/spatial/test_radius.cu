@@ -133,11 +133,12 @@ double scale_of(streamkit::nearest_options const& options)
 }
 
 /// Every engine, blocking (sorted, with distances) and the two-call form (sorted, and unsorted without
-/// distances), each against the CPU brute force; the sorted rows identical on every engine.
+/// distances), each against the CPU brute force; the sorted rows identical on every engine. `understate`:
+/// also a sorted fill told a third of the largest row.
 template <class T, class Index = std::int64_t>
 void check_every_engine(point_set const& obs_points, point_set const& ref_points, radius_options const& r,
                         streamkit::nearest_options const& options, std::vector<double> const& row_radii = {},
-                        angle_unit unit = angle_unit::degrees)
+                        angle_unit unit = angle_unit::degrees, bool understate = false)
 {
   streamkit::stream const s(0);
   auto const obs = upload<T>(obs_points, unit, false, s);
@@ -164,9 +165,11 @@ void check_every_engine(point_set const& obs_points, point_set const& ref_points
     expect_radius(told, obs.seen, refs.seen, radii, scale, true, true);
     EXPECT_EQ(told.index, first.index) << "two calls, largest row told, vs blocking";
     EXPECT_EQ(told.distance, sorted.distance) << "distances: largest row told or not";
-    auto const understated = radius_two_calls<Index, T>(index, obs.points, r, true, s, 3);
-    EXPECT_EQ(understated.index, first.index) << "two calls, largest row understated 3 times, vs blocking";
-    EXPECT_EQ(understated.distance, sorted.distance) << "distances: largest row understated or not";
+    if (understate) {  // rows longer than told: sorted in place by one lane (slow under the sanitizers: one test does it)
+      auto const understated = radius_two_calls<Index, T>(index, obs.points, r, true, s, 3);
+      EXPECT_EQ(understated.index, first.index) << "two calls, largest row understated 3 times, vs blocking";
+      EXPECT_EQ(understated.distance, sorted.distance) << "distances: largest row understated or not";
+    }
     radius_options unsorted = r;
     unsorted.sorted = false;
     auto const any_order = radius_two_calls<Index, T>(index, obs.points, unsorted, false, s);
@@ -232,7 +235,7 @@ TEST_F(Radius, RowsOfHundredsSortedByAWarp)
   radius_options r;
   r.radius = 1.5;  // radians: about 46 % of the references per row
   check_every_engine<float>(uniform_points(40, rng), uniform_points(700, rng), r, options_in(streamkit::distance_unit::radians), {},
-                            angle_unit::radians);
+                            angle_unit::radians, true);
 }
 
 TEST_F(Radius, ClusteredMetres)
