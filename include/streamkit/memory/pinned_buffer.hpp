@@ -121,16 +121,21 @@ class pinned_buffer {
   std::size_t size_ = 0;
 };
 
-/// True if `pointer` lies in page-locked host memory known to CUDA (cudaHostAlloc or registered).
-[[nodiscard]] inline bool is_pinned(void const* pointer) noexcept
+namespace detail {
+/// The kind of memory CUDA knows `pointer` to lie in (cudaMemoryTypeUnregistered when it cannot tell).
+[[nodiscard]] inline cudaMemoryType memory_type(void const* pointer) noexcept
 {
   cudaPointerAttributes attributes{};
   if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
     static_cast<void>(cudaGetLastError());
-    return false;
+    return cudaMemoryTypeUnregistered;
   }
-  return attributes.type == cudaMemoryTypeHost;
+  return attributes.type;
 }
+}  // namespace detail
+
+/// True if `pointer` lies in page-locked host memory known to CUDA (cudaHostAlloc or registered).
+[[nodiscard]] inline bool is_pinned(void const* pointer) noexcept { return detail::memory_type(pointer) == cudaMemoryTypeHost; }
 
 /// Page-locks memory the caller already owns for the registration's lifetime (the C++ form of
 /// Numba's `with cuda.pinned(array):`). Ranges that are already pinned are left alone and are not

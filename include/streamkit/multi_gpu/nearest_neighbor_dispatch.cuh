@@ -145,18 +145,6 @@ inline void radius_global_offsets(std::int64_t* offsets, std::int64_t const* row
   for (std::size_t i = items.begin; i < items.end; ++i) { offsets[i + 1] = shift + row_ends[i]; }
 }
 
-/// True when `pointer` is device memory (not host memory, pinned or pageable, nor managed memory);
-/// false without a device.
-[[nodiscard]] inline bool is_device_memory(void const* pointer) noexcept
-{
-  cudaPointerAttributes attributes{};
-  if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
-    static_cast<void>(cudaGetLastError());
-    return false;
-  }
-  return attributes.type == cudaMemoryTypeDevice;
-}
-
 /// The checks of a multi-GPU radius query before anything else (std::invalid_argument naming the
 /// argument): the observations' view, the radius, and per-observation radii in host memory.
 template <class T>
@@ -164,7 +152,7 @@ void expect_host_radius_query(points_ref<T> const& observations, radius_options 
 {
   expect_points(observations, "observations");
   expect_radius_options(radius);
-  STREAMKIT_EXPECTS(radius.radii == nullptr || !is_device_memory(radius.radii), std::invalid_argument,
+  STREAMKIT_EXPECTS(radius.radii == nullptr || memory_type(radius.radii) != cudaMemoryTypeDevice, std::invalid_argument,
                     "radius.radii: device memory; a multi-GPU radius query takes one radius per observation in host memory");
 }
 
