@@ -68,8 +68,9 @@ void extrema(std::vector<T> const& x, std::size_t columns, std::vector<T>& min, 
   }
 }
 
-/// The CPU search the host tests plug in: float64 haversine, ties to the smaller index (a rank's own
-/// search in the distributed runs, and the single search over the concatenation they must equal).
+/// The CPU search the host tests plug in: float64 haversine, ties to the smaller index, invalid
+/// references never returned (a rank's own search in the distributed runs, and the single search
+/// over the concatenation they must equal).
 struct cpu_search {
   std::vector<double> latitude, longitude;
   std::size_t searches = 0;
@@ -86,12 +87,17 @@ struct cpu_search {
     for (std::size_t i = 0; i < count; ++i) {
       bool const valid = std::isfinite(lat[i]) && std::isfinite(lon[i]) && std::abs(lat[i]) <= M_PI / 2;
       for (std::size_t r = 0; valid && r < latitude.size(); ++r) {
+        if (!std::isfinite(latitude[r]) || !std::isfinite(longitude[r]) || std::abs(latitude[r]) > M_PI / 2) {  // never a neighbour
+          all[r] = {HUGE_VAL, static_cast<std::int64_t>(r)};
+          continue;
+        }
         double const s1 = std::sin((latitude[r] - lat[i]) / 2), s2 = std::sin((longitude[r] - lon[i]) / 2);
         double const h = s1 * s1 + std::cos(lat[i]) * std::cos(latitude[r]) * s2 * s2;
         all[r] = {2 * std::asin(std::sqrt(std::min(1.0, h))), static_cast<std::int64_t>(r)};
       }
-      std::size_t const kept = valid ? std::min(k, all.size()) : 0;
+      std::size_t kept = valid ? std::min(k, all.size()) : 0;
       std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(kept), all.end());
+      while (kept > 0 && all[kept - 1].first == HUGE_VAL) { --kept; }
       for (std::size_t j = 0; j < k; ++j) {
         index[i * k + j] = j < kept ? all[j].second : -1;
         angle[i * k + j] = j < kept ? all[j].first : std::numeric_limits<double>::quiet_NaN();

@@ -38,13 +38,6 @@ bool same_on_every_rank(T value)
   return true;
 }
 
-/// Angle between unit vectors, by atan2 (accurate near 0 and π, where acos is not).
-double angle_between(double ax, double ay, double az, double bx, double by, double bz)
-{
-  double const cx = ay * bz - az * by, cy = az * bx - ax * bz, cz = ax * by - ay * bx;
-  return std::atan2(std::sqrt(cx * cx + cy * cy + cz * cz), ax * bx + ay * by + az * bz);
-}
-
 std::uint64_t text_hash(std::string const& text) { return std::hash<std::string>{}(text); }
 
 }  // namespace
@@ -192,75 +185,108 @@ TEST(Distributed, HostLoopsCoverEveryItemOnceAndPassOnFailures)
                std::runtime_error);
 }
 
-TEST(DistributedNearest, RoutingNeverMissesAShardWithinReach)
+TEST(DistributedNearest, RoutingNeverMissesARankWithinReach)
 {
-  // cap_of holds its points, and within_reach agrees with the exact test (the angle to the cap's
-  // centre, by atan2, at most radius + bound), for random caps and points, many of them placed at the boundary of the reach, where the
-  // dot-product test's rounding matters: it may add a visit there, never lose one.
-  std::mt19937_64 rng(20261123);
+  // Splitters from random references (uniform, or bunched at a pole, on the ±π meridian or at one
+  // point), then random observations and bounds, half of them exactly a reference's distance: every
+  // reference within the bound (float64 haversine) must be on a rank that reachable_ranks() reports.
+  std::mt19937_64 rng(20261124);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
-  auto const random_point = [&](double& latitude, double& longitude) {
-    latitude = std::asin(2 * unit(rng) - 1), longitude = M_PI * (2 * unit(rng) - 1);
-  };
-  std::size_t extra_elsewhere = 0, boundary = 0;
-  for (int trial = 0; trial < 200000; ++trial) {
-    // A cap of 1..64 points within a random spread (1e-7 to 3 rad) of a random centre.
-    double centre_lat, centre_lon;
-    random_point(centre_lat, centre_lon);
-    double const spread = std::pow(10.0, -7 + 7.5 * unit(rng));
-    std::size_t const count = 1 + static_cast<std::size_t>(64 * unit(rng));
+  std::size_t reported = 0, needed = 0;
+  for (int round = 0; round < 40; ++round) {
+    std::size_t const ranks = 2 + round % 9, count = 3000;
+    int const shape = round % 4;  // 0 uniform, 1 near the north pole, 2 around lon = ±π, 3 one point and its neighbours
     std::vector<double> latitude(count), longitude(count);
+    std::vector<dist::detail::key_sample> samples;
     for (std::size_t i = 0; i < count; ++i) {
-      latitude[i] = std::clamp(centre_lat + spread * (2 * unit(rng) - 1), -M_PI / 2, M_PI / 2);
-      longitude[i] = centre_lon + spread * (2 * unit(rng) - 1);
+      double lat = std::asin(2 * unit(rng) - 1), lon = M_PI * (2 * unit(rng) - 1);
+      if (shape == 1) { lat = M_PI / 2 - 0.05 * unit(rng); }
+      if (shape == 2) { lon = M_PI + 0.1 * (2 * unit(rng) - 1) + (unit(rng) < 0.3 ? -2 * M_PI : 0.0); }
+      if (shape == 3 && i % 3 != 0) { lat = 0.3, lon = -1.2; }
+      latitude[i] = lat, longitude[i] = lon;
     }
-    dist::detail::sphere_cap const cap = dist::detail::cap_of(latitude.data(), longitude.data(), count);
-    for (std::size_t i = 0; i < count; ++i) {  // the cap holds its points
-      double px, py, pz;
-      dist::detail::unit_vector(latitude[i], longitude[i], px, py, pz);
-      ASSERT_LE(angle_between(cap.x, cap.y, cap.z, px, py, pz), cap.angle) << "point " << i << " of " << count << ", spread " << spread;
+    dist::detail::sample_keys(count, true, [&](std::size_t i) { return dist::detail::space_key(latitude[i], longitude[i]); },
+                              [](std::size_t i) { return std::uint64_t{i}; }, samples);
+    auto const splitters = dist::detail::choose_splitters(samples, ranks);
+    ASSERT_EQ(splitters.size(), ranks - 1);
+    std::vector<std::size_t> rank(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      rank[i] = dist::detail::rank_of(splitters, {dist::detail::space_key(latitude[i], longitude[i]), i});
     }
-    double lat, lon, x, y, z;
-    random_point(lat, lon);
-    dist::detail::unit_vector(lat, lon, x, y, z);
-    double const to_centre = angle_between(cap.x, cap.y, cap.z, x, y, z);
-    // Half the trials put the bound at the exact reach, give or take a few ulps.
-    double bound = std::pow(10.0, -9 + 9.5 * unit(rng));
-    if (trial % 2 == 0) {
-      bound = std::max(0.0, to_centre - cap.angle);
-      for (int step = static_cast<int>(8 * unit(rng)) - 4; step != 0; step += step < 0 ? 1 : -1) {
-        bound = std::nextafter(bound, step < 0 ? 0.0 : HUGE_VAL);
+    for (int trial = 0; trial < 300; ++trial) {
+      std::size_t const near = static_cast<std::size_t>(unit(rng) * count);
+      double lat = std::clamp(latitude[near] + 0.02 * (2 * unit(rng) - 1), -M_PI / 2, M_PI / 2), lon = longitude[near] + 0.02 * (2 * unit(rng) - 1);
+      if (trial % 7 == 0) { lat = std::asin(2 * unit(rng) - 1), lon = 3 * M_PI * (2 * unit(rng) - 1); }
+      double bound = std::pow(10.0, -9 + 9.6 * unit(rng));
+      if (trial % 2 == 0) { bound = streamkit::haversine(lat, lon, latitude[near], longitude[near]); }  // a reference at the bound
+      std::vector<char> reach(ranks, 0);
+      dist::detail::cell_box boxes[2];
+      int const box_count = dist::detail::neighbourhood_boxes(lat, lon, bound, boxes);
+      for (int b = 0; b < box_count; ++b) {
+        dist::detail::reachable_ranks(splitters, boxes[b], [&](std::size_t r) {
+          ASSERT_LT(r, ranks);
+          reach[r] = 1;
+        });
       }
-      ++boundary;
+      for (std::size_t i = 0; i < count; ++i) {
+        if (streamkit::haversine(lat, lon, latitude[i], longitude[i]) <= bound) {
+          ++needed;
+          ASSERT_TRUE(reach[rank[i]]) << "missed rank " << rank[i] << ": observation (" << lat << ", " << lon << "), bound " << bound
+                                      << ", reference " << i << " at (" << latitude[i] << ", " << longitude[i] << "), shape " << shape;
+        }
+      }
+      reported += static_cast<std::size_t>(std::count(reach.begin(), reach.end(), 1));
     }
-    bool const exact = to_centre <= cap.angle + bound;
-    bool const routed = dist::detail::within_reach(cap, x, y, z, bound, std::cos(bound), std::sin(bound));
-    ASSERT_TRUE(routed || !exact) << "missed: to_centre " << to_centre << " radius " << cap.angle << " bound " << bound;
-    if (trial % 2 != 0) { extra_elsewhere += routed && !exact; }
   }
-  // A wider test costs only visits: at the boundary they are expected, elsewhere (random bounds) rare.
-  EXPECT_LE(extra_elsewhere, boundary / 1000) << extra_elsewhere << " extra visits away from the boundary";
-  // cap_of on four threads (parts of 2^15 points and more), a clustered set with invalid points.
-  std::vector<double> latitude(300001), longitude(latitude.size());
-  for (std::size_t i = 0; i < latitude.size(); ++i) { latitude[i] = 0.4 + 0.01 * unit(rng), longitude[i] = -1.0 + 0.02 * unit(rng); }
-  latitude[12345] = std::numeric_limits<double>::quiet_NaN(), longitude[200000] = HUGE_VAL;
-  dist::detail::sphere_cap const threaded = dist::detail::cap_of(latitude.data(), longitude.data(), latitude.size(), 4);
-  EXPECT_LT(threaded.angle, 0.02);
-  for (std::size_t i = 0; i < latitude.size(); ++i) {
-    if (i == 12345 || i == 200000) { continue; }
-    double x, y, z;
-    dist::detail::unit_vector(latitude[i], longitude[i], x, y, z);
-    ASSERT_LE(angle_between(threaded.x, threaded.y, threaded.z, x, y, z), threaded.angle) << "point " << i;
+  EXPECT_GT(needed, 100000u);  // the bounds did hold references
+  EXPECT_LT(reported, 40u * 300u * 5u);  // and the routing is not "every rank"
+}
+
+TEST(DistributedNearest, KeysAndSplitters)
+{
+  // Keys: invalid points last; a cell's keys nest (a point's key lies in the range of each enclosing
+  // cell); longitudes equal modulo 2π share a key.
+  EXPECT_EQ(dist::detail::space_key(std::nan(""), 0.1), dist::detail::nowhere);
+  EXPECT_EQ(dist::detail::space_key(0.1, HUGE_VAL), dist::detail::nowhere);
+  EXPECT_EQ(dist::detail::space_key(1.6, 0.1), dist::detail::nowhere);
+  EXPECT_EQ(dist::detail::space_key(0.2, 0.5 + 4 * M_PI), dist::detail::space_key(0.2, 0.5 + 4 * M_PI - 4 * M_PI));
+  EXPECT_LT(dist::detail::space_key(M_PI / 2, M_PI), dist::detail::nowhere);
+  EXPECT_EQ(dist::detail::cell_key(0x7fffffffu, 0x7fffffffu), (std::uint64_t{1} << 62) - 1);
+  EXPECT_EQ(dist::detail::cell_key(1, 0), 2u);
+  EXPECT_EQ(dist::detail::cell_key(0, 1), 1u);
+  // Splitters: equal keys split by id, evenly; weights count; with no reference sample past a cut
+  // the remaining ranges are empty.
+  std::vector<dist::detail::key_sample> same;
+  for (std::uint64_t id = 0; id < 400; ++id) { same.push_back({77, id, 1.0, 1}); }
+  auto const even = dist::detail::choose_splitters(same, 4);
+  ASSERT_EQ(even.size(), 3u);
+  for (std::size_t j = 0; j < 3; ++j) {
+    EXPECT_EQ(even[j].key, 77u);
+    EXPECT_NEAR(static_cast<double>(even[j].id), 100.0 * static_cast<double>(j + 1), 1.0);
   }
-  // An empty shard is never visited; an unbounded observation visits every other one.
-  dist::detail::sphere_cap const empty = dist::detail::cap_of(nullptr, nullptr, 0);
-  EXPECT_FALSE(dist::detail::within_reach(empty, 0, 0, 1, HUGE_VAL, std::cos(1.0), std::sin(1.0)));
-  double const one_lat = 0.3, one_lon = -2.0;
-  dist::detail::sphere_cap const point = dist::detail::cap_of(&one_lat, &one_lon, 1);
-  EXPECT_TRUE(dist::detail::within_reach(point, 0, 0, -1, HUGE_VAL, std::cos(1.0), std::sin(1.0)));
+  // Four references of weight 1 and observations (scaled to weigh 4 × 4 together) at key 30: half
+  // of 20 is passed inside the observations' weight, and the cut moves to the next reference.
+  std::vector<dist::detail::key_sample> weighted{{10, 0, 1.0, 1}, {20, 1, 1.0, 1}, {30, 0, 3.0, 0}, {40, 2, 1.0, 1}, {50, 3, 1.0, 1}};
+  auto const cut = dist::detail::choose_splitters(weighted, 2);
+  ASSERT_EQ(cut.size(), 1u);
+  EXPECT_EQ(cut[0].key, 40u);
+  auto const few = dist::detail::choose_splitters({{10, 0, 1.0, 1}}, 3);
+  EXPECT_EQ(few[1].key, dist::detail::nowhere);
 }
 
 namespace {
+
+std::uint64_t max_over_ranks(std::uint64_t value)
+{
+  MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_UINT64_T, MPI_MAX, world);
+  return value;
+}
+
+std::uint64_t sum_over_ranks(std::uint64_t value)
+{
+  MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_UINT64_T, MPI_SUM, world);
+  return value;
+}
 
 void check_distributed_search(streamkit::distributed::reference_layout layout, bool clustered, std::size_t k)
 {
@@ -291,9 +317,11 @@ void check_distributed_search(streamkit::distributed::reference_layout layout, b
     EXPECT_TRUE(angle[e] == want_angle[e] || (std::isnan(angle[e]) && std::isnan(want_angle[e]))) << "entry " << e;
   }
   EXPECT_EQ(index[0], -1);  // the invalid observation
-  if (layout == dist::reference_layout::sharded && clustered) {
-    // Compact shards far apart: few observations need another shard.
-    EXPECT_LT(search.last_exchange().observations_sent, n * static_cast<std::size_t>(info.size - 1));
+  if (layout == dist::reference_layout::sharded && k == 1) {
+    // Spatial shards: far fewer visits than every observation to every other rank (with a few
+    // hundred references per rank the nearest is ~0.1 rad away, so a fair share lies near a border).
+    std::uint64_t const visits = sum_over_ranks(search.last_exchange().visits), everywhere = sum_over_ranks(n) * (info.size - 1);
+    EXPECT_LT(visits, everywhere / 2) << visits << " visits";
   }
 }
 
@@ -312,6 +340,140 @@ TEST(DistributedNearest, ShardedEqualsOneSearchOverTheConcatenationUniform)
 TEST(DistributedNearest, ShardedEqualsOneSearchOverTheConcatenationClustered)
 {
   for (std::size_t k : {1, 5}) { check_distributed_search(dist::reference_layout::sharded, true, k); }
+}
+
+namespace {
+
+/// Every rank's shard ids, all-gathered.
+std::vector<std::int64_t> all_shard_ids(std::vector<std::int64_t> const& mine)
+{
+  int const size = me().size;
+  int const count = static_cast<int>(mine.size());
+  std::vector<int> counts(static_cast<std::size_t>(size)), at(static_cast<std::size_t>(size), 0);
+  MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, world);
+  for (std::size_t r = 1; r < counts.size(); ++r) { at[r] = at[r - 1] + counts[r - 1]; }
+  std::vector<std::int64_t> all(static_cast<std::size_t>(at.back() + counts.back()));
+  MPI_Allgatherv(mine.data(), count, MPI_INT64_T, all.data(), counts.data(), at.data(), MPI_INT64_T, world);
+  return all;
+}
+
+/// The distributed search of `obs` against the one search over `all` (every rank's references in rank
+/// order): same ids, same angles bit for bit. Returns the search for its statistics.
+void expect_one_search(dist::distributed_nearest<cpu_search>& search, point_set const& all, point_set const& obs, std::size_t k)
+{
+  std::size_t const n = obs.latitude.size();
+  std::vector<std::int64_t> index(n * k, -7);
+  std::vector<double> angle(n * k, -7.0);
+  search.query(obs.latitude.data(), obs.longitude.data(), n, k, index.data(), angle.data());
+  cpu_search single;
+  single.prepare(all.latitude.data(), all.longitude.data(), all.latitude.size());
+  std::vector<std::int64_t> want(n * k);
+  std::vector<double> want_angle(n * k);
+  single.search(obs.latitude.data(), obs.longitude.data(), n, k, want.data(), want_angle.data());
+  EXPECT_EQ(index, want);
+  for (std::size_t e = 0; e < n * k; ++e) {
+    EXPECT_TRUE(angle[e] == want_angle[e] || (std::isnan(angle[e]) && std::isnan(want_angle[e]))) << "entry " << e;
+  }
+}
+
+}  // namespace
+
+TEST(DistributedNearest, ShardedUpdatePartitionsEveryReferenceOnceByKeyRange)
+{
+  auto const info = me();
+  auto const reference_count = [&](int r) -> std::size_t { return info.size == 3 && r == 1 ? 0 : 4000 + 1500 * static_cast<std::size_t>(r); };
+  point_set refs = points_of(info.rank, info.size, reference_count(info.rank), false, 21);
+  if (!refs.latitude.empty()) { refs.longitude.back() = std::numeric_limits<double>::quiet_NaN(); }  // an invalid reference
+  dist::distributed_nearest<cpu_search> search(world, dist::reference_layout::sharded);
+  search.update(refs.latitude.data(), refs.longitude.data(), refs.latitude.size());
+  point_set all = all_points(info.size, reference_count, false, 21);
+  for (std::size_t r = 0, end = 0; r < static_cast<std::size_t>(info.size); ++r) {
+    end += reference_count(static_cast<int>(r));
+    if (reference_count(static_cast<int>(r)) > 0) { all.longitude[end - 1] = std::numeric_limits<double>::quiet_NaN(); }
+  }
+
+  // Every global id exactly once over the shards, ascending within each, in its rank's key range.
+  auto const& ids = search.shard_ids();
+  EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+  auto ids_everywhere = all_shard_ids(ids);
+  std::sort(ids_everywhere.begin(), ids_everywhere.end());
+  std::vector<std::int64_t> every(all.latitude.size());
+  std::iota(every.begin(), every.end(), 0);
+  EXPECT_EQ(ids_everywhere, every);
+  auto const& splitters = search.splitters();
+  ASSERT_EQ(splitters.size(), static_cast<std::size_t>(info.size - 1));
+  std::size_t elsewhere = 0;  // counted, not asserted: every rank must reach the collectives below
+  for (std::int64_t id : ids) {
+    auto const g = static_cast<std::size_t>(id);
+    std::uint64_t const key = dist::detail::space_key(all.latitude[g], all.longitude[g]);
+    elsewhere += dist::detail::rank_of(splitters, {key, static_cast<std::uint64_t>(id)}) != static_cast<std::size_t>(info.rank);
+  }
+  EXPECT_EQ(elsewhere, 0u);
+  // Even counts (sampled splitters: within 15 % of the mean), reported; the shard's searcher holds them.
+  std::uint64_t const held = search.last_exchange().references_held;
+  EXPECT_EQ(held, ids.size());
+  EXPECT_EQ(search.searcher().latitude.size(), ids.size());
+  double const mean = static_cast<double>(all.latitude.size()) / info.size;
+  EXPECT_LT(static_cast<double>(max_over_ranks(held)), 1.15 * mean);
+  // Bytes: the references that moved, 24 bytes each, and the samples.
+  EXPECT_EQ(sum_over_ranks(search.last_exchange().bytes_sent), sum_over_ranks(search.last_exchange().bytes_received));
+}
+
+TEST(DistributedNearest, ShardedAllReferencesAtOnePoint)
+{
+  // Every reference of every rank at one point: ties everywhere, broken by the global id; the
+  // partition still splits them evenly (by id).
+  auto const info = me();
+  std::size_t const m = 300;
+  point_set refs{std::vector<double>(m, 0.7), std::vector<double>(m, -2.9)};
+  point_set all{std::vector<double>(m * static_cast<std::size_t>(info.size), 0.7), std::vector<double>(m * static_cast<std::size_t>(info.size), -2.9)};
+  point_set obs = points_of(info.rank, info.size, 40, false, 22);
+  obs.latitude[2] = 0.7, obs.longitude[2] = -2.9;  // at the point
+  dist::distributed_nearest<cpu_search> search(world, dist::reference_layout::sharded);
+  search.update(refs.latitude.data(), refs.longitude.data(), m);
+  EXPECT_LT(static_cast<double>(max_over_ranks(search.last_exchange().references_held)), 1.2 * m);
+  for (std::size_t k : {1, 7}) { expect_one_search(search, all, obs, k); }
+}
+
+TEST(DistributedNearest, ShardedWithFewerReferencesThanKOrNone)
+{
+  auto const info = me();
+  // One reference on the last rank only, then none at all: -1 and NaN beyond the set.
+  for (std::size_t total : {1, 0}) {
+    std::size_t const mine = info.rank == info.size - 1 ? total : 0;
+    point_set const refs = points_of(info.rank, info.size, mine, false, 23);
+    point_set const all = points_of(info.size - 1, info.size, total, false, 23);
+    point_set const obs = points_of(info.rank, info.size, 10 * static_cast<std::size_t>(info.rank), false, 24);  // rank 0: none
+    dist::distributed_nearest<cpu_search> search(world, dist::reference_layout::sharded);
+    search.update(refs.latitude.data(), refs.longitude.data(), mine);
+    EXPECT_EQ(search.size(), total);
+    expect_one_search(search, all, obs, 3);
+  }
+}
+
+TEST(DistributedNearest, ShardedHotSpotOfObservationsIsSpreadOverRanks)
+{
+  // Every rank's observations in one region: the first query's owners are the rank(s) of that region;
+  // the next update weighs the observations, cuts the region into more ranges, and the busiest
+  // rank's share of the owners' searches falls. Answers stay exact.
+  auto const info = me();
+  std::size_t const m = 3000, n = 1500;
+  point_set const refs = points_of(info.rank, info.size, m, false, 25);
+  point_set const all = all_points(info.size, [&](int) { return m; }, false, 25);
+  std::mt19937_64 rng(26 + static_cast<unsigned>(info.rank));
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  point_set obs;
+  for (std::size_t i = 0; i < n; ++i) { obs.latitude.push_back(0.5 + 0.3 * unit(rng)), obs.longitude.push_back(1.0 + 0.3 * unit(rng)); }
+  dist::distributed_nearest<cpu_search> search(world, dist::reference_layout::sharded);
+  std::uint64_t busiest[2];
+  for (int round = 0; round < 2; ++round) {
+    search.update(refs.latitude.data(), refs.longitude.data(), m);
+    expect_one_search(search, all, obs, 2);
+    busiest[round] = max_over_ranks(search.last_exchange().observations_searched);
+  }
+  double const total = static_cast<double>(n) * info.size;
+  EXPECT_GT(static_cast<double>(busiest[0]), 0.9 * total) << "the region was expected on one rank before the weighting";
+  EXPECT_LT(static_cast<double>(busiest[1]), 0.75 * total) << busiest[1] << " of " << total << " searched by the busiest rank";
 }
 
 TEST(DistributedNearest, RanksThatDisagreeOnKAllThrow)

@@ -2,17 +2,28 @@
 /// @file nearest_neighbor.hpp
 /// Exact k-nearest-neighbour search across MPI ranks. Each rank holds a part of the references and of
 /// the observations; every rank gets the neighbours of its own observations among all references,
-/// with global reference ids (the rank's offset in the concatenation of all ranks' parts in rank
-/// order, plus the local index): the answer of one search over the concatenated references.
+/// in its own order, with global reference ids (the rank's offset in the concatenation of all ranks'
+/// parts in rank order, plus the local index): the answer of one search over the concatenated
+/// references, ties to the smaller global id, −1 and NaN beyond the set and for invalid observations
+/// (a non-finite coordinate or |latitude| > π/2; an invalid reference is never a neighbour).
 ///
 /// Two layouts of the references:
 /// - replicated: update() all-gathers every rank's part, so every rank searches all references;
 ///   per step each rank receives all M references (16 bytes each).
-/// - sharded (too many to replicate): each rank keeps its own part, and a spherical cap around it is
-///   all-gathered. A query first searches the rank's own shard, which bounds each observation's k-th
-///   distance; the observation is then sent only to the ranks whose cap comes within that bound,
-///   searched there, and the k candidates each returns are merged with its own (ordered by distance,
-///   then global id, as one search orders them). The two-phase scheme of distributed trees.
+/// - sharded (too many to replicate, or many observations): update() repartitions the references
+///   by space. Each reference's key on a space-filling curve (a Morton order of latitude-longitude
+///   cells, detail/space_partition.hpp) and its global id order the references; splitters chosen
+///   from a sample of every rank's keys cut that order into one contiguous range per rank, and one
+///   all-to-all moves each reference to the rank of its range (keeping its global id). Each rank's
+///   shard is then a compact region. The sample weighs the references and the observations of the
+///   previous query alike, so that a region with many observations is cut into more, smaller ranges
+///   (a hot spot of observations is spread over several ranks rather than queued on one).
+///   A query is the two-phase search of distributed trees: each observation goes to the rank whose
+///   range holds its key (its owner), which searches its shard; the k-th distance found bounds where a
+///   nearer reference can be, and the owner sends the observation on only to the ranks whose range
+///   meets the latitude-longitude cells within that bound (an owner with fewer than k references:
+///   to every rank). Those return their k candidates to the owner, which keeps the k nearest (by
+///   angle, then global id) and returns them to the observation's own rank, into its row.
 ///
 /// What runs each rank's own search is a template parameter (a GPU engine, or a CPU search in the
 /// host tests), so the exchange is the same whatever searches. A `Searcher` has
@@ -21,7 +32,7 @@
 ///               std::int64_t* index, double* angle);
 /// with coordinates in radians (float64, packed); search writes, per observation, k pairs (local
 /// index, angle in radians) nearest first, ties to the smaller index, -1 and NaN beyond the set and
-/// for invalid observations.
+/// for invalid observations (and never returns an invalid reference).
 ///
 /// Every call is collective over the communicator. Ranks that disagree on k or the layout all throw
 /// the same std::invalid_argument; an exception in one rank's own search reaches every rank
@@ -29,7 +40,7 @@
 
 #include <streamkit/distributed/communicator.hpp>
 #include <streamkit/distributed/detail/parallel_ranges.hpp>
-#include <streamkit/distributed/detail/sphere_cap.hpp>
+#include <streamkit/distributed/detail/space_partition.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -46,15 +57,19 @@ namespace streamkit::distributed {
 /// How the references are spread over the ranks.
 enum class reference_layout : std::uint8_t {
   replicated,  ///< all-gathered: every rank searches every reference
-  sharded      ///< each rank keeps its part; observations visit the shards that may hold a neighbour
+  sharded      ///< repartitioned by space; observations visit their key's rank and the ranks within reach
 };
 
-/// What the last query or update moved between ranks (this rank's share).
+/// What the last query or update moved between ranks and searched (this rank's share; compare the
+/// ranks' values for the load imbalance).
 struct exchange_stats {
-  std::uint64_t bytes_sent = 0;           ///< payload this rank sent to other ranks
-  std::uint64_t bytes_received = 0;       ///< payload this rank received from other ranks
-  std::uint64_t observations_sent = 0;  ///< sharded queries: observations sent to other ranks
-  double seconds = 0;                   ///< wall time in the exchange's collectives
+  std::uint64_t bytes_sent = 0;             ///< payload this rank sent to other ranks
+  std::uint64_t bytes_received = 0;         ///< payload this rank received from other ranks
+  std::uint64_t observations_sent = 0;      ///< sharded queries: observations sent to other ranks (to their owner, and visits)
+  std::uint64_t visits = 0;                 ///< sharded queries: of those, sent on by this rank as owner to other ranks within reach
+  std::uint64_t observations_searched = 0;  ///< queries: observations this rank's searcher searched (own, owned, visiting)
+  std::uint64_t references_held = 0;        ///< references this rank searches (its shard; replicated: all)
+  double seconds = 0;                       ///< wall time in the exchange's collectives
 };
 
 namespace detail {
@@ -109,6 +124,14 @@ inline std::vector<int> displacements(std::vector<int> const& counts)
   return at;
 }
 
+/// The per-rank counts as MPI counts, each times `per_item`.
+inline std::vector<int> mpi_counts(std::vector<std::size_t> const& counts, std::size_t per_item, char const* what)
+{
+  std::vector<int> out(counts.size());
+  for (std::size_t r = 0; r < counts.size(); ++r) { out[r] = mpi_count(counts[r] * per_item, what); }
+  return out;
+}
+
 /// One MPI_Alltoallv of `send` (send_counts[r] values for rank r, from send_at[r]) into `receive`,
 /// resized to what arrives (receive_counts[r] values from rank r, at receive_at[r]).
 template <class T>
@@ -123,7 +146,8 @@ void exchange(std::vector<T> const& send, std::vector<int> const& send_counts, s
 
 }  // namespace detail
 
-/// The distributed search over one communicator (see the file's description). Not thread-safe.
+/// The distributed search over one communicator (see the file's description). Movable, not
+/// thread-safe.
 template <class Searcher>
 class distributed_nearest {
  public:
@@ -140,50 +164,34 @@ class distributed_nearest {
     expect_agreement(comm_, "distributed_nearest", {{"the reference layout", static_cast<std::uint64_t>(layout_)}});
   }
 
-  /// Replaces the references with this rank's part (radians, float64, packed; may be empty).
-  /// Collective.
+  /// Replaces the references with this rank's part (radians, float64, packed host arrays; may be
+  /// empty). Replicated: all-gathers every part. Sharded: repartitions all parts by space (one
+  /// all-gather of key samples, one all-to-all of the references). Collective.
   void update(double const* latitude, double const* longitude, std::size_t count)
   {
     stats_ = {};
-    double const start = MPI_Wtime();
     offsets_ = global_offsets(comm_, count);
     if (layout_ == reference_layout::replicated) {
-      std::vector<int> counts(static_cast<std::size_t>(info_.size));
-      for (std::size_t r = 0; r < counts.size(); ++r) { counts[r] = detail::mpi_count(offsets_[r + 1] - offsets_[r], "update"); }
-      auto const at = detail::displacements(counts);
-      std::size_t const total = offsets_.back();
-      all_latitude_.resize(total);
-      all_longitude_.resize(total);
-      int const mine = detail::mpi_count(count, "update");
-      mpi_check(MPI_Allgatherv(latitude, mine, MPI_DOUBLE, all_latitude_.data(), counts.data(), at.data(), MPI_DOUBLE, comm_),
-                "MPI_Allgatherv");
-      mpi_check(MPI_Allgatherv(longitude, mine, MPI_DOUBLE, all_longitude_.data(), counts.data(), at.data(), MPI_DOUBLE, comm_),
-                "MPI_Allgatherv");
-      stats_.bytes_sent = 2 * sizeof(double) * count * static_cast<std::uint64_t>(info_.size - 1);
-      stats_.bytes_received = 2 * sizeof(double) * (total - count);
-      stats_.seconds = MPI_Wtime() - start;
-      run_everywhere(comm_, "distributed_nearest::update", [&] { searcher_.prepare(all_latitude_.data(), all_longitude_.data(), total); });
+      replicate(latitude, longitude, count);
     } else {
-      detail::sphere_cap const mine = detail::cap_of(latitude, longitude, count, threads_);
-      caps_.resize(static_cast<std::size_t>(info_.size));
-      mpi_check(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, caps_.data(), sizeof mine, MPI_BYTE, comm_), "MPI_Allgather");
-      stats_.bytes_sent = sizeof mine * static_cast<std::uint64_t>(info_.size - 1);
-      stats_.bytes_received = stats_.bytes_sent;
-      stats_.seconds = MPI_Wtime() - start;
-      run_everywhere(comm_, "distributed_nearest::update", [&] { searcher_.prepare(latitude, longitude, count); });
+      repartition(latitude, longitude, count);
     }
   }
 
   /// The k nearest references (global ids, angles in radians) of this rank's `count` observations
-  /// (radians, float64, packed) into index and angle, k per observation (row stride k). Collective.
+  /// (radians, float64, packed host arrays) into index and angle (host), k per observation (row stride
+  /// k), in the observations' order. Collective.
   void query(double const* latitude, double const* longitude, std::size_t count, std::size_t k, std::int64_t* index, double* angle)
   {
     expect_agreement(comm_, "distributed_nearest::query", {{"k", k}});
     if (k == 0) { throw std::invalid_argument("distributed_nearest::query: k must be at least 1"); }
     if (offsets_.empty()) { throw std::logic_error("distributed_nearest::query: no update() yet"); }
+    std::uint64_t const held = stats_.references_held;
     stats_ = {};
+    stats_.references_held = held;
     if (layout_ == reference_layout::replicated) {
       run_everywhere(comm_, "distributed_nearest::query", [&] { searcher_.search(latitude, longitude, count, k, index, angle); });
+      stats_.observations_searched = count;
       return;
     }
     sharded_query(latitude, longitude, count, k, index, angle);
@@ -191,155 +199,277 @@ class distributed_nearest {
 
   /// The number of references over all ranks (after an update()).
   [[nodiscard]] std::uint64_t size() const noexcept { return offsets_.empty() ? 0 : offsets_.back(); }
-  /// This rank's traffic in the last update() or query().
+  /// The layout.
+  [[nodiscard]] reference_layout layout() const noexcept { return layout_; }
+  /// This rank's traffic and work in the last update() or query().
   [[nodiscard]] exchange_stats const& last_exchange() const noexcept { return stats_; }
   /// The searcher (e.g. to read its timings).
   [[nodiscard]] Searcher& searcher() noexcept { return searcher_; }
+  /// The communicator.
+  [[nodiscard]] MPI_Comm communicator() const noexcept { return comm_; }
+
+  /// Sharded: the global ids of the references in this rank's shard (ascending), in the order its
+  /// searcher holds them. Empty in the replicated layout.
+  [[nodiscard]] std::vector<std::int64_t> const& shard_ids() const noexcept { return shard_id_; }
+  /// Sharded: the ranks − 1 splitters of the last update(): rank r holds the references whose
+  /// (key, global id) lies in [splitters[r − 1], splitters[r]) (detail/space_partition.hpp).
+  [[nodiscard]] std::vector<detail::keyed_id> const& splitters() const noexcept { return splitters_; }
 
  private:
+  void replicate(double const* latitude, double const* longitude, std::size_t count)
+  {
+    double const start = MPI_Wtime();
+    std::vector<int> counts(static_cast<std::size_t>(info_.size));
+    for (std::size_t r = 0; r < counts.size(); ++r) { counts[r] = detail::mpi_count(offsets_[r + 1] - offsets_[r], "update"); }
+    auto const at = detail::displacements(counts);
+    std::size_t const total = offsets_.back();
+    all_latitude_.resize(total);
+    all_longitude_.resize(total);
+    int const mine = detail::mpi_count(count, "update");
+    mpi_check(MPI_Allgatherv(latitude, mine, MPI_DOUBLE, all_latitude_.data(), counts.data(), at.data(), MPI_DOUBLE, comm_),
+              "MPI_Allgatherv");
+    mpi_check(MPI_Allgatherv(longitude, mine, MPI_DOUBLE, all_longitude_.data(), counts.data(), at.data(), MPI_DOUBLE, comm_),
+              "MPI_Allgatherv");
+    stats_.bytes_sent = 2 * sizeof(double) * count * static_cast<std::uint64_t>(info_.size - 1);
+    stats_.bytes_received = 2 * sizeof(double) * (total - count);
+    stats_.references_held = total;
+    stats_.seconds = MPI_Wtime() - start;
+    run_everywhere(comm_, "distributed_nearest::update", [&] { searcher_.prepare(all_latitude_.data(), all_longitude_.data(), total); });
+  }
+
+  void repartition(double const* latitude, double const* longitude, std::size_t count)
+  {
+    auto const ranks = static_cast<std::size_t>(info_.size);
+    auto const me = static_cast<std::size_t>(info_.rank);
+    auto const first_id = offsets_[me];
+    keys_.resize(count);
+    detail::parallel_ranges(count, threads_, [&](std::size_t begin, std::size_t end, std::size_t) {
+      for (std::size_t i = begin; i < end; ++i) { keys_[i] = detail::space_key(latitude[i], longitude[i]); }
+    });
+    // Splitters from every rank's samples of its references and of its last query's observations.
+    std::vector<detail::key_sample> samples = observation_samples_;
+    detail::sample_keys(count, true, [&](std::size_t i) { return keys_[i]; }, [&](std::size_t i) { return first_id + i; }, samples);
+    double const start = MPI_Wtime();
+    int const mine = detail::mpi_count(samples.size() * sizeof(detail::key_sample), "update");
+    std::vector<int> sample_bytes(ranks);
+    mpi_check(MPI_Allgather(&mine, 1, MPI_INT, sample_bytes.data(), 1, MPI_INT, comm_), "MPI_Allgather");
+    auto const sample_at = detail::displacements(sample_bytes);
+    std::vector<detail::key_sample> all_samples(static_cast<std::size_t>(sample_at.back() + sample_bytes.back()) / sizeof(detail::key_sample));
+    mpi_check(MPI_Allgatherv(samples.data(), mine, MPI_BYTE, all_samples.data(), sample_bytes.data(), sample_at.data(), MPI_BYTE, comm_),
+              "MPI_Allgatherv");
+    double exchanged = MPI_Wtime() - start;
+    splitters_ = detail::choose_splitters(std::move(all_samples), ranks);
+
+    // Each reference to the rank of its range, in order: a shard holds its references by global id.
+    routes_.route(count, ranks, threads_, [&](std::size_t i, std::size_t, auto&& send) {
+      send(detail::rank_of(splitters_, {keys_[i], first_id + i}));
+    });
+    outgoing_latitude_.resize(routes_.total());
+    outgoing_longitude_.resize(routes_.total());
+    outgoing_id_.resize(routes_.total());
+    routes_.for_each([&](std::size_t slot, std::size_t i, std::size_t, std::size_t) {
+      outgoing_latitude_[slot] = latitude[i], outgoing_longitude_[slot] = longitude[i];
+      outgoing_id_[slot] = static_cast<std::int64_t>(first_id + i);
+    });
+    double const moved = MPI_Wtime();
+    transfer counts = exchange_counts(routes_.counts());
+    detail::exchange(outgoing_latitude_, counts.send, counts.send_at, shard_latitude_, counts.receive, counts.receive_at, comm_);
+    detail::exchange(outgoing_longitude_, counts.send, counts.send_at, shard_longitude_, counts.receive, counts.receive_at, comm_);
+    detail::exchange(outgoing_id_, counts.send, counts.send_at, shard_id_, counts.receive, counts.receive_at, comm_);
+    std::uint64_t const held = shard_id_.size();
+    shard_sizes_.resize(ranks);
+    mpi_check(MPI_Allgather(&held, 1, MPI_UINT64_T, shard_sizes_.data(), 1, MPI_UINT64_T, comm_), "MPI_Allgather");
+    exchanged += MPI_Wtime() - moved;
+
+    std::uint64_t const kept = routes_.counts()[me];
+    std::uint64_t const samples_in = all_sample_count(sample_bytes) - samples.size();
+    stats_.bytes_sent = (count - kept) * reference_bytes + samples.size() * sizeof(detail::key_sample) * (ranks - 1);
+    stats_.bytes_received = (held - kept) * reference_bytes + samples_in * sizeof(detail::key_sample);
+    stats_.references_held = held;
+    stats_.seconds = exchanged;
+    run_everywhere(comm_, "distributed_nearest::update",
+                   [&] { searcher_.prepare(shard_latitude_.data(), shard_longitude_.data(), shard_latitude_.size()); });
+  }
+
   void sharded_query(double const* latitude, double const* longitude, std::size_t count, std::size_t k, std::int64_t* index,
                      double* angle)
   {
     auto const ranks = static_cast<std::size_t>(info_.size);
     auto const me = static_cast<std::size_t>(info_.rank);
-    // Phase 1: the own shard; its k-th distance bounds where a nearer reference can be.
-    run_everywhere(comm_, "distributed_nearest::query", [&] { searcher_.search(latitude, longitude, count, k, index, angle); });
-    to_global(index, count * k, offsets_[me]);
+    double const nan = std::numeric_limits<double>::quiet_NaN();
 
-    // Phase 2: send each observation to the other shards whose cap comes within its bound.
-    std::size_t const parts = detail::part_count(count, threads_);
-    std::vector<int> send_counts(ranks), receive_counts(ranks);
-    std::size_t sent_observations = 0;
-    run_everywhere(comm_, "distributed_nearest::query",
-                   [&] { route(latitude, longitude, count, k, index, angle, send_counts, sent_observations); });
-    double const start = MPI_Wtime();
-    mpi_check(MPI_Alltoall(send_counts.data(), 1, MPI_INT, receive_counts.data(), 1, MPI_INT, comm_), "MPI_Alltoall");
-    auto const send_at = detail::displacements(send_counts), receive_at = detail::displacements(receive_counts);
-    std::size_t const visitors = static_cast<std::size_t>(receive_at.back() + receive_counts.back());
-    detail::exchange(outgoing_latitude_, send_counts, send_at, visitor_latitude_, receive_counts, receive_at, comm_);
-    detail::exchange(outgoing_longitude_, send_counts, send_at, visitor_longitude_, receive_counts, receive_at, comm_);
-    double exchanged = MPI_Wtime() - start;
-
-    // Phase 3: search the visitors in this shard and send their k candidates back.
-    found_.resize(visitors * k);
-    found_angle_.resize(visitors * k);
-    run_everywhere(comm_, "distributed_nearest::query", [&] {
-      searcher_.search(visitor_latitude_.data(), visitor_longitude_.data(), visitors, k, found_.data(), found_angle_.data());
-    });
-    to_global(found_.data(), found_.size(), offsets_[me]);
-    std::vector<int> answer_counts(ranks), returned_counts(ranks);
-    for (std::size_t r = 0; r < ranks; ++r) {
-      answer_counts[r] = detail::mpi_count(static_cast<std::size_t>(receive_counts[r]) * k, "query");
-      returned_counts[r] = detail::mpi_count(static_cast<std::size_t>(send_counts[r]) * k, "query");
-    }
-    auto const answer_at = detail::displacements(answer_counts), returned_at = detail::displacements(returned_counts);
-    double const back = MPI_Wtime();
-    detail::exchange(found_, answer_counts, answer_at, returned_index_, returned_counts, returned_at, comm_);
-    detail::exchange(found_angle_, answer_counts, answer_at, returned_angle_, returned_counts, returned_at, comm_);
-    exchanged += MPI_Wtime() - back;
-
-    // Phase 4: merge, per observation, its own k with the k of every shard it visited (each list is
-    // ordered, so a linear merge; an observation no other shard can improve is left as it is). Each
-    // part merges the observations it routed: no two parts touch one row.
-    merged_.resize(parts * k);
-    detail::parallel_ranges(count, threads_, [&](std::size_t, std::size_t, std::size_t part) {
-      for (std::size_t r = 0; r < ranks; ++r) {
-        auto const& list = routed_[part * ranks + r].observations;
-        std::size_t const visit = place_[part * ranks + r] - static_cast<std::size_t>(send_at[r]);  // its first, within rank r's
-        std::size_t from = static_cast<std::size_t>(returned_at[r]) + visit * k;
-        for (std::size_t i : list) {
-          detail::merge_nearest(index + i * k, angle + i * k, returned_index_.data() + from, returned_angle_.data() + from, k,
-                                merged_.data() + part * k);
-          from += k;
-        }
+    // Phase 1: each valid observation to its owner (the rank of its key); invalid ones answered here.
+    keys_.resize(count);
+    detail::parallel_ranges(count, threads_, [&](std::size_t begin, std::size_t end, std::size_t) {
+      for (std::size_t i = begin; i < end; ++i) {
+        keys_[i] = detail::space_key(latitude[i], longitude[i]);
+        if (keys_[i] == detail::nowhere) { std::fill_n(index + i * k, k, std::int64_t{-1}), std::fill_n(angle + i * k, k, nan); }
       }
     });
+    observation_samples_.clear();  // for the next update's splitters
+    detail::sample_keys(count, false, [&](std::size_t i) { return keys_[i]; }, [](std::size_t) { return std::uint64_t{0}; },
+                        observation_samples_);
+    observation_samples_.erase(std::remove_if(observation_samples_.begin(), observation_samples_.end(),
+                                              [](detail::key_sample const& s) { return s.key == detail::nowhere; }),
+                               observation_samples_.end());
+    routes_.route(count, ranks, threads_, [&](std::size_t i, std::size_t, auto&& send) {
+      if (keys_[i] != detail::nowhere) { send(detail::rank_of(splitters_, {keys_[i], 0})); }
+    });
+    gather_points(routes_, latitude, longitude);
+    double const start = MPI_Wtime();
+    transfer const owned = exchange_counts(routes_.counts());
+    detail::exchange(outgoing_latitude_, owned.send, owned.send_at, visitor_latitude_, owned.receive, owned.receive_at, comm_);
+    detail::exchange(outgoing_longitude_, owned.send, owned.send_at, visitor_longitude_, owned.receive, owned.receive_at, comm_);
+    double exchanged = MPI_Wtime() - start;
 
-    stats_.observations_sent = sent_observations;
-    stats_.bytes_sent = sent_observations * 2 * sizeof(double) + visitors * k * (sizeof(std::int64_t) + sizeof(double)) +
-                        ranks * sizeof(int);
-    stats_.bytes_received =
-        visitors * 2 * sizeof(double) + returned_index_.size() * (sizeof(std::int64_t) + sizeof(double)) + ranks * sizeof(int);
+    // The owner's search; its k-th distance bounds where a nearer reference can be.
+    std::size_t const visitors = visitor_latitude_.size();
+    found_.resize(visitors * k);
+    found_angle_.resize(visitors * k);
+    search_shard(visitor_latitude_, visitor_longitude_, k, found_, found_angle_);
+
+    // Phase 2: on to the other ranks within reach.
+    std::size_t const parts = detail::part_count(visitors, threads_);
+    seen_.assign(parts * ranks, std::numeric_limits<std::size_t>::max());
+    run_everywhere(comm_, "distributed_nearest::query", [&] {
+      helpers_.route(visitors, ranks, threads_, [&](std::size_t v, std::size_t part, auto&& send) {
+        std::size_t* const seen = seen_.data() + part * ranks;
+        auto const visit = [&](std::size_t r) {
+          if (r != me && shard_sizes_[r] > 0 && seen[r] != v) { seen[r] = v, send(r); }
+        };
+        if (found_[v * k + k - 1] < 0) {  // fewer than k here: any rank may hold one
+          for (std::size_t r = 0; r < ranks; ++r) { visit(r); }
+          return;
+        }
+        detail::cell_box boxes[2];
+        int const box_count = detail::neighbourhood_boxes(visitor_latitude_[v], visitor_longitude_[v], found_angle_[v * k + k - 1], boxes);
+        for (int b = 0; b < box_count; ++b) { detail::reachable_ranks(splitters_, boxes[b], visit); }
+      });
+    });
+    gather_points(helpers_, visitor_latitude_.data(), visitor_longitude_.data());
+    double const onwards = MPI_Wtime();
+    transfer const helped = exchange_counts(helpers_.counts());
+    detail::exchange(outgoing_latitude_, helped.send, helped.send_at, guest_latitude_, helped.receive, helped.receive_at, comm_);
+    detail::exchange(outgoing_longitude_, helped.send, helped.send_at, guest_longitude_, helped.receive, helped.receive_at, comm_);
+    exchanged += MPI_Wtime() - onwards;
+    std::size_t const guests = guest_latitude_.size();
+    guest_found_.resize(guests * k);
+    guest_angle_.resize(guests * k);
+    search_shard(guest_latitude_, guest_longitude_, k, guest_found_, guest_angle_);
+    double const back = MPI_Wtime();
+    transfer const answers = scaled(helped, k).reversed();
+    detail::exchange(guest_found_, answers.send, answers.send_at, returned_index_, answers.receive, answers.receive_at, comm_);
+    detail::exchange(guest_angle_, answers.send, answers.send_at, returned_angle_, answers.receive, answers.receive_at, comm_);
+    exchanged += MPI_Wtime() - back;
+
+    // The owner keeps the k nearest of its own and the returned lists (each ordered, so a linear merge),
+    // and sends them home.
+    merged_.resize(parts * k);
+    helpers_.for_each([&](std::size_t slot, std::size_t v, std::size_t, std::size_t part) {
+      detail::merge_nearest(found_.data() + v * k, found_angle_.data() + v * k, returned_index_.data() + slot * k,
+                            returned_angle_.data() + slot * k, k, merged_.data() + part * k);
+    });
+    double const home = MPI_Wtime();
+    transfer const results = scaled(owned, k).reversed();
+    detail::exchange(found_, results.send, results.send_at, returned_index_, results.receive, results.receive_at, comm_);
+    detail::exchange(found_angle_, results.send, results.send_at, returned_angle_, results.receive, results.receive_at, comm_);
+    exchanged += MPI_Wtime() - home;
+    routes_.for_each([&](std::size_t slot, std::size_t i, std::size_t, std::size_t) {
+      std::copy_n(returned_index_.data() + slot * k, k, index + i * k);
+      std::copy_n(returned_angle_.data() + slot * k, k, angle + i * k);
+    });
+
+    std::uint64_t const sent = routes_.total() - routes_.counts()[me], received = visitors - owned.receive[me];
+    std::uint64_t const answer_bytes = k * (sizeof(std::int64_t) + sizeof(double));
+    stats_.observations_sent = sent + helpers_.total();
+    stats_.visits = helpers_.total();
+    stats_.observations_searched = visitors + guests;
+    stats_.bytes_sent = (sent + helpers_.total()) * point_bytes + (guests + received) * answer_bytes + 2 * ranks * sizeof(int);
+    stats_.bytes_received = (received + guests) * point_bytes + (helpers_.total() + sent) * answer_bytes + 2 * ranks * sizeof(int);
     stats_.seconds = exchanged;
   }
 
-  /// Phase 2 of a sharded query: which other shards each observation visits. The observations are
-  /// cut into parts, one per host thread; each part routes its own into lists per rank, which land in
-  /// the rank-ordered send buffers (outgoing_*; send_counts per rank) in part order.
-  void route(double const* latitude, double const* longitude, std::size_t count, std::size_t k, std::int64_t const* index,
-             double const* angle, std::vector<int>& send_counts, std::size_t& sent_observations)
+  /// Send and receive counts of one all-to-all (in items) with their displacements.
+  struct transfer {
+    std::vector<int> send, send_at, receive, receive_at;
+    [[nodiscard]] transfer reversed() const { return {receive, receive_at, send, send_at}; }
+  };
+  static transfer scaled(transfer const& t, std::size_t factor)
   {
-    auto const ranks = static_cast<std::size_t>(info_.size);
-    auto const me = static_cast<std::size_t>(info_.rank);
-    std::size_t const parts = detail::part_count(count, threads_);
-    routed_.resize(parts * ranks);
-    for (auto& list : routed_) { list.observations.clear(); }
-    bool const others =
-        std::any_of(caps_.begin(), caps_.end(), [&](detail::sphere_cap const& cap) { return &cap != &caps_[me] && cap.angle >= 0; });
-    if (others) {
-      detail::parallel_ranges(count, threads_, [&](std::size_t begin, std::size_t end, std::size_t part) {
-        routed_list* lists = routed_.data() + part * ranks;
-        for (std::size_t i = begin; i < end; ++i) {
-          if (!std::isfinite(latitude[i]) || !std::isfinite(longitude[i])) { continue; }
-          double const bound = index[i * k + k - 1] < 0 ? HUGE_VAL : angle[i * k + k - 1];
-          double const cos_bound = std::cos(bound), sin_bound = std::sin(bound);
-          double x, y, z;
-          detail::unit_vector(latitude[i], longitude[i], x, y, z);
-          for (std::size_t r = 0; r < ranks; ++r) {
-            if (r != me && detail::within_reach(caps_[r], x, y, z, bound, cos_bound, sin_bound)) { lists[r].observations.push_back(i); }
-          }
-        }
-      });
+    transfer out;
+    for (auto [from, to] : {std::pair{&t.send, &out.send}, std::pair{&t.receive, &out.receive}}) {
+      to->resize(from->size());
+      for (std::size_t r = 0; r < from->size(); ++r) { (*to)[r] = detail::mpi_count(static_cast<std::size_t>((*from)[r]) * factor, "query"); }
     }
-    place_.resize(parts * ranks);  // place_[part * ranks + r]: where part's list for rank r starts
-    sent_observations = 0;
-    for (std::size_t r = 0; r < ranks; ++r) {
-      std::size_t const first = sent_observations;
-      for (std::size_t part = 0; part < parts; ++part) {
-        place_[part * ranks + r] = sent_observations;
-        sent_observations += routed_[part * ranks + r].observations.size();
-      }
-      send_counts[r] = detail::mpi_count(sent_observations - first, "query");
-    }
-    outgoing_latitude_.resize(sent_observations);
-    outgoing_longitude_.resize(sent_observations);
-    detail::parallel_ranges(count, threads_, [&](std::size_t, std::size_t, std::size_t part) {
-      for (std::size_t r = 0; r < ranks; ++r) {
-        std::size_t at = place_[part * ranks + r];
-        for (std::size_t i : routed_[part * ranks + r].observations) {
-          outgoing_latitude_[at] = latitude[i], outgoing_longitude_[at++] = longitude[i];
-        }
-      }
+    out.send_at = detail::displacements(out.send), out.receive_at = detail::displacements(out.receive);
+    return out;
+  }
+  /// The all-to-all of the counts (collective).
+  transfer exchange_counts(std::vector<std::size_t> const& items)
+  {
+    transfer t;
+    t.send = detail::mpi_counts(items, 1, "distributed_nearest");
+    t.receive.resize(t.send.size());
+    mpi_check(MPI_Alltoall(t.send.data(), 1, MPI_INT, t.receive.data(), 1, MPI_INT, comm_), "MPI_Alltoall");
+    t.send_at = detail::displacements(t.send), t.receive_at = detail::displacements(t.receive);
+    return t;
+  }
+  /// The routed items' coordinates into the send buffers (outgoing_*).
+  void gather_points(detail::routed_items const& routes, double const* latitude, double const* longitude)
+  {
+    outgoing_latitude_.resize(routes.total());
+    outgoing_longitude_.resize(routes.total());
+    routes.for_each([&](std::size_t slot, std::size_t i, std::size_t, std::size_t) {
+      outgoing_latitude_[slot] = latitude[i], outgoing_longitude_[slot] = longitude[i];
     });
   }
-
-  static void to_global(std::int64_t* index, std::size_t count, std::uint64_t offset)
+  /// This rank's search of `latitude`/`longitude` in its shard, with global ids (collective: a failure
+  /// reaches every rank).
+  void search_shard(std::vector<double> const& latitude, std::vector<double> const& longitude, std::size_t k,
+                    std::vector<std::int64_t>& index, std::vector<double>& angle)
   {
-    for (std::size_t i = 0; i < count; ++i) {
-      if (index[i] >= 0) { index[i] += static_cast<std::int64_t>(offset); }
-    }
+    run_everywhere(comm_, "distributed_nearest::query", [&] {
+      searcher_.search(latitude.data(), longitude.data(), latitude.size(), k, index.data(), angle.data());
+      detail::parallel_ranges(index.size(), threads_, [&](std::size_t begin, std::size_t end, std::size_t) {
+        for (std::size_t e = begin; e < end; ++e) {
+          if (index[e] >= 0) { index[e] = shard_id_[static_cast<std::size_t>(index[e])]; }
+        }
+      });
+    });
   }
+  static std::size_t all_sample_count(std::vector<int> const& bytes)
+  {
+    std::size_t total = 0;
+    for (int b : bytes) { total += static_cast<std::size_t>(b) / sizeof(detail::key_sample); }
+    return total;
+  }
+
+  static constexpr std::uint64_t point_bytes = 2 * sizeof(double);
+  static constexpr std::uint64_t reference_bytes = point_bytes + sizeof(std::int64_t);
 
   MPI_Comm comm_;
   reference_layout layout_;
   Searcher searcher_;
   rank_info info_;
-  std::vector<std::uint64_t> offsets_;       // global ids: offsets_[r] is rank r's first
-  std::vector<double> all_latitude_;         // replicated: every rank's references
-  std::vector<double> all_longitude_;
-  std::vector<detail::sphere_cap> caps_;     // sharded: every rank's cap
-  std::size_t threads_;                      // for the host loops: the node's cores shared by its ranks
-  // Sharded queries' working memory, kept so that a loop of queries of one size allocates nothing.
-  struct alignas(64) routed_list {  // a cache line each: the parts' threads grow them side by side
-    std::vector<std::size_t> observations;
-  };
-  std::vector<routed_list> routed_;                            // [part * ranks + rank]: observations sent there
-  std::vector<std::size_t> place_;                             // [part * ranks + rank]: their place in the send buffers
-  std::vector<detail::candidate> merged_;                      // k per part
-  std::vector<double> outgoing_latitude_, outgoing_longitude_, visitor_latitude_, visitor_longitude_;
-  std::vector<std::int64_t> found_, returned_index_;
-  std::vector<double> found_angle_, returned_angle_;
+  std::size_t threads_;                    // for the host loops: the node's cores shared by its ranks
+  std::vector<std::uint64_t> offsets_;     // global ids: offsets_[r] is rank r's first
   exchange_stats stats_;
+  // Replicated: every rank's references.
+  std::vector<double> all_latitude_, all_longitude_;
+  // Sharded: the partition and this rank's shard (by global id).
+  std::vector<detail::keyed_id> splitters_;
+  std::vector<std::uint64_t> shard_sizes_;            // every rank's
+  std::vector<double> shard_latitude_, shard_longitude_;
+  std::vector<std::int64_t> shard_id_;
+  std::vector<detail::key_sample> observation_samples_;  // of the last query, for the next splitters
+  // Working memory, kept so that a loop of steps of one size allocates nothing.
+  std::vector<std::uint64_t> keys_;
+  detail::routed_items routes_, helpers_;
+  std::vector<std::size_t> seen_;                     // [part * ranks + rank]: last visitor sent there
+  std::vector<detail::candidate> merged_;             // k per part
+  std::vector<double> outgoing_latitude_, outgoing_longitude_, visitor_latitude_, visitor_longitude_, guest_latitude_, guest_longitude_;
+  std::vector<std::int64_t> outgoing_id_, found_, guest_found_, returned_index_;
+  std::vector<double> found_angle_, guest_angle_, returned_angle_;
 };
 
 }  // namespace streamkit::distributed

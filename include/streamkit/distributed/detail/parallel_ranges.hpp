@@ -78,3 +78,69 @@ void parallel_ranges(std::size_t count, std::size_t threads, Body const& body)
 }
 
 }  // namespace streamkit::distributed::detail
+
+namespace streamkit::distributed::detail {
+
+/// Items routed to ranks on the host threads: each part of the items (parallel_ranges' parts) lists,
+/// per rank, its items in order; a rank's items take consecutive slots of a rank-ordered send buffer,
+/// part after part. Kept between calls, so that a loop of queries of one size allocates nothing.
+class routed_items {
+ public:
+  /// Routes items [0, count): destinations(i, part, send) calls send(rank) for every rank item i goes
+  /// to (each at most once); `part` (below part_count(count, threads)) names the calling thread's part.
+  /// Afterwards counts()[r] items go to rank r.
+  template <class Destinations>
+  void route(std::size_t count, std::size_t ranks, std::size_t threads, Destinations const& destinations)
+  {
+    ranks_ = ranks, count_ = count, threads_ = threads;
+    std::size_t const parts = part_count(count, threads);
+    lists_.resize(parts * ranks);
+    for (auto& list : lists_) { list.items.clear(); }
+    parallel_ranges(count, threads, [&](std::size_t begin, std::size_t end, std::size_t part) {
+      list_of* const lists = lists_.data() + part * ranks;
+      for (std::size_t i = begin; i < end; ++i) {
+        destinations(i, part, [&](std::size_t rank) { lists[rank].items.push_back(i); });
+      }
+    });
+    place_.resize(parts * ranks);
+    counts_.assign(ranks, 0);
+    total_ = 0;
+    for (std::size_t r = 0; r < ranks; ++r) {
+      std::size_t const first = total_;
+      for (std::size_t part = 0; part < parts; ++part) {
+        place_[part * ranks + r] = total_;
+        total_ += lists_[part * ranks + r].items.size();
+      }
+      counts_[r] = total_ - first;
+    }
+  }
+
+  /// Items per rank.
+  [[nodiscard]] std::vector<std::size_t> const& counts() const noexcept { return counts_; }
+  /// Items over all ranks (slots of the send buffer).
+  [[nodiscard]] std::size_t total() const noexcept { return total_; }
+
+  /// Calls visit(slot, item, rank, part) for every routed item, on the host threads; the calls of one
+  /// part of the items run on one thread, so no two threads see the same item.
+  template <class Visit>
+  void for_each(Visit const& visit) const
+  {
+    parallel_ranges(count_, threads_, [&](std::size_t, std::size_t, std::size_t part) {
+      for (std::size_t r = 0; r < ranks_; ++r) {
+        std::size_t slot = place_[part * ranks_ + r];
+        for (std::size_t i : lists_[part * ranks_ + r].items) { visit(slot++, i, r, part); }
+      }
+    });
+  }
+
+ private:
+  struct alignas(64) list_of {  // a cache line each: the parts' threads grow them side by side
+    std::vector<std::size_t> items;
+  };
+  std::vector<list_of> lists_;      // [part * ranks + rank]
+  std::vector<std::size_t> place_;  // [part * ranks + rank]: slot of the list's first item
+  std::vector<std::size_t> counts_;
+  std::size_t ranks_ = 0, count_ = 0, threads_ = 1, total_ = 0;
+};
+
+}  // namespace streamkit::distributed::detail

@@ -1,0 +1,271 @@
+#pragma once
+// The spatial partition of the sharded layout (host): a point's key on a space-filling curve, the
+// splitters that cut the keys into one contiguous range per rank, and which ranks' ranges a
+// neighbourhood of a point can reach.
+//
+// Keys. Latitude and longitude are each quantised to 31 bits (cells of π / 2^31 rad, about 1 cm on
+// the Earth) and interleaved into a 62-bit Morton (Z-order) key, latitude bits above longitude bits:
+// no trigonometry per point, and a run of consecutive keys is a union of nested latitude-longitude
+// cells, so that a rank's key range is a compact region away from the poles. A point a search calls
+// invalid (a non-finite coordinate or |latitude| > π/2) gets the key `nowhere`, after every other.
+//
+// Ranges. Rank r holds the references whose (key, global id) lies in [splitter[r - 1], splitter[r]):
+// the global id breaks ties between equal keys, so that even references all at one point split
+// evenly. The neighbourhood of a point within angle d is held inside a latitude-longitude box
+// (one or two boxes where it crosses ±π; all longitudes near a pole), and every reference in it has a
+// key inside the keys of the cells the box meets: reachable_ranks() walks those cells from the
+// smallest one holding the whole box, down where a cell's keys span several ranks, and reports every
+// rank whose range meets a cell that meets the box. Every step rounds outwards (the margins below),
+// so it may report one rank more than needed, never one less.
+
+#include <streamkit/distributed/detail/parallel_ranges.hpp>
+#include <streamkit/spatial/haversine.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace streamkit::distributed::detail {
+
+/// Bits per coordinate of a key.
+inline constexpr unsigned cell_bits = 31;
+inline constexpr std::uint32_t last_cell = (std::uint32_t{1} << cell_bits) - 1;
+/// The key of an invalid point.
+inline constexpr std::uint64_t nowhere = std::numeric_limits<std::uint64_t>::max();
+/// Widening of every neighbourhood, in radians: covers the rounding of the quantisation, of the
+/// longitude's reduction to [−π, π] and of the searcher's angles (a few 1e-16 rad) with room to spare;
+/// wider only costs a visit.
+inline constexpr double reach_margin = 1e-9;
+
+/// Whether a search takes the point (finite, |latitude| ≤ π/2): invalid observations are answered
+/// "none" where they are, invalid references are never a neighbour.
+inline bool valid_point(double latitude, double longitude)
+{
+  return std::isfinite(latitude) && std::isfinite(longitude) && std::abs(latitude) <= pi / 2;
+}
+
+/// The longitude in [−π, π] (std::remainder is exact).
+inline double reduced_longitude(double longitude)
+{
+  return std::abs(longitude) <= pi ? longitude : std::remainder(longitude, 2 * pi);
+}
+
+/// The quantised cell of a latitude in [−π/2, π/2] and of a longitude in [−π, π] (clamped; monotone,
+/// so a value between two others gets a cell between theirs).
+inline std::uint32_t latitude_cell(double latitude)
+{
+  double const scaled = std::floor((latitude + pi / 2) * (static_cast<double>(std::uint64_t{1} << cell_bits) / pi));
+  return scaled <= 0 ? 0 : scaled >= last_cell ? last_cell : static_cast<std::uint32_t>(scaled);
+}
+inline std::uint32_t longitude_cell(double longitude)
+{
+  double const scaled = std::floor((longitude + pi) * (static_cast<double>(std::uint64_t{1} << cell_bits) / (2 * pi)));
+  return scaled <= 0 ? 0 : scaled >= last_cell ? last_cell : static_cast<std::uint32_t>(scaled);
+}
+
+/// The 31 bits of `v` moved to the even bit positions 0, 2, …, 60.
+inline std::uint64_t spread_bits(std::uint32_t v)
+{
+  std::uint64_t x = v;
+  x = (x | (x << 16)) & 0x0000ffff0000ffffULL;
+  x = (x | (x << 8)) & 0x00ff00ff00ff00ffULL;
+  x = (x | (x << 4)) & 0x0f0f0f0f0f0f0f0fULL;
+  x = (x | (x << 2)) & 0x3333333333333333ULL;
+  x = (x | (x << 1)) & 0x5555555555555555ULL;
+  return x;
+}
+
+/// The Morton key of a cell: latitude bits at the odd positions, longitude bits at the even ones.
+inline std::uint64_t cell_key(std::uint32_t latitude, std::uint32_t longitude) { return spread_bits(latitude) << 1 | spread_bits(longitude); }
+
+/// The key of a point (radians); `nowhere` for an invalid one.
+inline std::uint64_t space_key(double latitude, double longitude)
+{
+  if (!valid_point(latitude, longitude)) { return nowhere; }
+  return cell_key(latitude_cell(latitude), longitude_cell(reduced_longitude(longitude)));
+}
+
+/// A reference's place in the total order of the partition: key, then global id.
+struct keyed_id {
+  std::uint64_t key;
+  std::uint64_t id;
+};
+inline bool operator<(keyed_id const& a, keyed_id const& b) { return a.key < b.key || (a.key == b.key && a.id < b.id); }
+
+/// The rank holding (key, id) under `splitters` (ranks − 1, ascending): how many are ≤ it.
+inline std::size_t rank_of(std::vector<keyed_id> const& splitters, keyed_id const& item)
+{
+  return static_cast<std::size_t>(std::upper_bound(splitters.begin(), splitters.end(), item) - splitters.begin());
+}
+
+/// The ranks whose ranges may hold a key in [low, high]: [first, last] (every id of those keys).
+inline void ranks_of_keys(std::vector<keyed_id> const& splitters, std::uint64_t low, std::uint64_t high, std::size_t& first, std::size_t& last)
+{
+  auto const below = [](keyed_id const& s, std::uint64_t key) { return s.key < key; };
+  first = static_cast<std::size_t>(std::lower_bound(splitters.begin(), splitters.end(), low, below) - splitters.begin());
+  auto const above = [](std::uint64_t key, keyed_id const& s) { return key < s.key; };
+  last = static_cast<std::size_t>(std::upper_bound(splitters.begin(), splitters.end(), high, above) - splitters.begin());
+}
+
+/// One sample of the splitter choice: a point's key (with its global id for references) and the
+/// number of items it stands for.
+struct key_sample {
+  std::uint64_t key;
+  std::uint64_t id;
+  double weight;
+  std::uint64_t reference;  // 1: a reference's (splitters are placed only at these), 0: an observation's
+};
+
+/// Samples per rank and kind: at ranks × this many samples per range the ranges' weights are even
+/// to a few per cent.
+inline constexpr std::size_t samples_per_rank = 1024;
+
+/// Up to samples_per_rank evenly spaced samples of `count` keys (key_at(i), id_at(i)), each weighing
+/// count / samples.
+template <class KeyAt, class IdAt>
+void sample_keys(std::size_t count, bool reference, KeyAt const& key_at, IdAt const& id_at, std::vector<key_sample>& samples)
+{
+  std::size_t const taken = std::min(count, samples_per_rank);
+  for (std::size_t s = 0; s < taken; ++s) {
+    std::size_t const i = s * count / taken;
+    samples.push_back({key_at(i), id_at(i), static_cast<double>(count) / static_cast<double>(taken), reference ? 1u : 0u});
+  }
+}
+
+/// How much the observations of the last query weigh, together, against all references: a rank's
+/// step is its searcher's build over its references plus its search of the observations it owns,
+/// and on a GPU a search of one observation (a tree walk) costs several times a reference's share of
+/// the build. Weighing them more makes a hot spot of observations split into more ranges.
+inline constexpr double observations_weight = 4.0;
+
+/// The ranks − 1 splitters from every rank's samples (the same on every rank): the samples in key
+/// order, cut where their running weight passes each j / ranks of the total, each cut moved to the
+/// next reference sample (so that every range that gets observations' weight also gets references).
+/// The observation samples are scaled to weigh observations_weight times the references together.
+/// Past the last reference sample the splitters are `nowhere`: those ranges stay empty.
+inline std::vector<keyed_id> choose_splitters(std::vector<key_sample> samples, std::size_t ranks)
+{
+  std::sort(samples.begin(), samples.end(), [](key_sample const& a, key_sample const& b) {
+    return keyed_id{a.key, a.id} < keyed_id{b.key, b.id} || (a.key == b.key && a.id == b.id && a.reference > b.reference);
+  });
+  double references = 0, observations = 0;
+  for (auto const& s : samples) { (s.reference != 0 ? references : observations) += s.weight; }
+  if (observations > 0) {
+    double const scale = observations_weight * references / observations;
+    for (auto& s : samples) {
+      if (s.reference == 0) { s.weight *= scale; }
+    }
+  }
+  double total = 0;
+  for (auto const& s : samples) { total += s.weight; }
+  std::vector<keyed_id> splitters;
+  double running = 0;
+  std::size_t next = 0;
+  for (std::size_t j = 1; j < ranks; ++j) {
+    double const target = total * static_cast<double>(j) / static_cast<double>(ranks);
+    while (next < samples.size() && (running + samples[next].weight <= target || samples[next].reference == 0)) {
+      running += samples[next++].weight;
+    }
+    if (next < samples.size()) {
+      splitters.push_back({samples[next].key, samples[next].id});
+      running += samples[next++].weight;
+    } else {
+      splitters.push_back({nowhere, std::numeric_limits<std::uint64_t>::max()});
+    }
+  }
+  return splitters;
+}
+
+/// A latitude-longitude box of cells, bounds included.
+struct cell_box {
+  std::uint32_t latitude_low, latitude_high, longitude_low, longitude_high;
+};
+
+/// The one or two boxes holding every point within angle `reach` (≥ 0, +inf allowed) of (latitude,
+/// longitude) (a valid point). Returns how many. The latitudes of such points differ by at most the
+/// angle; their longitudes, where the box stays off the poles, by at most 2 asin(sin(reach/2) /
+/// cos(largest |latitude|)) (haversine), bounded above by 2 x / sqrt(1 − x²) with x ≥ the sine ratio.
+inline int neighbourhood_boxes(double latitude, double longitude, double reach, cell_box* boxes)
+{
+  double const d = reach + reach_margin;
+  double const low = latitude - d, high = latitude + d;
+  cell_box box{latitude_cell(std::max(low, -pi / 2)), latitude_cell(std::min(high, pi / 2)), 0, last_cell};
+  double const polar = std::max(std::abs(low), std::abs(high));
+  if (!(polar < pi / 2) || !(d < pi)) {
+    boxes[0] = box;
+    return 1;
+  }
+  // x ≥ sin(d/2) / cos(polar) with the rounding of cos(polar) (relative 1e-10 while cos(polar) > 1e-6)
+  double const cos_polar = std::cos(polar);
+  double const x = cos_polar > 1e-6 ? (d / 2) / (cos_polar * (1 - 1e-9)) : 1.0;
+  if (!(x < 0.5)) {  // within 1e-6 of a pole, or a half-width beyond ~1.15 rad: all longitudes
+    boxes[0] = box;
+    return 1;
+  }
+  double const half = 2 * x / std::sqrt(1 - x * x) * (1 + 1e-12) + reach_margin;
+  double const centre = reduced_longitude(longitude);
+  double const west = centre - half, east = centre + half;
+  if (west < -pi) {  // wraps past −π: [−π, east] and [west + 2π, π]
+    boxes[0] = {box.latitude_low, box.latitude_high, 0, longitude_cell(east)};
+    boxes[1] = {box.latitude_low, box.latitude_high, longitude_cell(west + 2 * pi), last_cell};
+    return 2;
+  }
+  if (east > pi) {
+    boxes[0] = {box.latitude_low, box.latitude_high, longitude_cell(west), last_cell};
+    boxes[1] = {box.latitude_low, box.latitude_high, 0, longitude_cell(east - 2 * pi)};
+    return 2;
+  }
+  boxes[0] = {box.latitude_low, box.latitude_high, longitude_cell(west), longitude_cell(east)};
+  return 1;
+}
+
+/// Calls `reach(rank)` for every rank whose key range meets a cell that meets `box` (a rank may be
+/// reported more than once). Starts at the smallest cell holding the box and splits a cell into its
+/// four children only while its keys span several ranks, at most `depth` levels below it (then every
+/// rank of the cell's keys is reported).
+template <class Reach>
+void reachable_ranks(std::vector<keyed_id> const& splitters, cell_box const& box, Reach const& reach, unsigned depth = 12)
+{
+  auto const common_bits = [](std::uint32_t a, std::uint32_t b) {
+    std::uint32_t const differ = a ^ b;
+    unsigned level = 0;
+    while (level < cell_bits && (differ >> (cell_bits - 1 - level) & 1u) == 0) { ++level; }
+    return level;
+  };
+  unsigned const top = std::min(common_bits(box.latitude_low, box.latitude_high), common_bits(box.longitude_low, box.longitude_high));
+  struct cell {
+    std::uint32_t latitude, longitude;  // the cell's index at its level
+    unsigned level;
+  };
+  cell stack[4 * 16 + 4];
+  std::size_t size = 0;
+  stack[size++] = {box.latitude_low >> (cell_bits - top), box.longitude_low >> (cell_bits - top), top};
+  unsigned const deepest = std::min(cell_bits, top + depth);
+  while (size > 0) {
+    cell const c = stack[--size];
+    unsigned const below = cell_bits - c.level;
+    std::uint64_t const first_key = cell_key(c.latitude << below, c.longitude << below);
+    std::uint64_t const last_key = below == 0 ? first_key : first_key + ((std::uint64_t{1} << (2 * below)) - 1);
+    std::size_t first = 0, last = 0;
+    ranks_of_keys(splitters, first_key, last_key, first, last);
+    if (first == last || c.level == deepest) {
+      for (std::size_t r = first; r <= last; ++r) { reach(r); }
+      continue;
+    }
+    for (std::uint32_t a = 0; a < 2; ++a) {
+      for (std::uint32_t o = 0; o < 2; ++o) {
+        cell const child{c.latitude << 1 | a, c.longitude << 1 | o, c.level + 1};
+        unsigned const child_below = below - 1;
+        std::uint32_t const lat0 = child.latitude << child_below, lat1 = lat0 + ((std::uint32_t{1} << child_below) - 1);
+        std::uint32_t const lon0 = child.longitude << child_below, lon1 = lon0 + ((std::uint32_t{1} << child_below) - 1);
+        if (lat1 < box.latitude_low || lat0 > box.latitude_high || lon1 < box.longitude_low || lon0 > box.longitude_high) { continue; }
+        stack[size++] = child;
+      }
+    }
+  }
+}
+
+}  // namespace streamkit::distributed::detail
