@@ -2,6 +2,8 @@
 // What every binding file shares (host compiler only): importing arrays by DLPack with errors that
 // name the argument, dtype and shape texts, stream handles.
 
+#include <streamkit/core/error.hpp>
+
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
@@ -88,6 +90,18 @@ inline cudaStream_t stream_of(std::uintptr_t handle)
 [[noreturn]] inline void type_error(char const* name, std::string const& text)
 {
   throw nb::type_error((std::string(name) + ": " + text).c_str());
+}
+
+/// Raises `e` as `type` (streamkit.CudaError) with its attributes code, name, call, file and line.
+inline void set_cuda_error(PyObject* type, streamkit::cuda_error const& e)
+{
+  nb::object exc = nb::borrow(type)(nb::str(e.what()));
+  exc.attr("code") = static_cast<int>(e.error());
+  exc.attr("name") = nb::str(e.name());
+  exc.attr("call") = nb::str(e.call().c_str());
+  exc.attr("file") = nb::str(e.file().c_str());
+  exc.attr("line") = e.line();
+  PyErr_SetObject(type, exc.ptr());
 }
 
 /// The binding functions of each feature, registered on the module by module.cpp.

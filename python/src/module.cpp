@@ -157,14 +157,7 @@ NB_MODULE(_streamkit, m)
     try {
       std::rethrow_exception(p);
     } catch (streamkit::cuda_error const& e) {
-      nb::object type = nb::borrow(cuda_error_type);
-      nb::object exc = type(nb::str(e.what()));
-      exc.attr("code") = static_cast<int>(e.error());
-      exc.attr("name") = nb::str(e.name());
-      exc.attr("call") = nb::str(e.call().c_str());
-      exc.attr("file") = nb::str(e.file().c_str());
-      exc.attr("line") = e.line();
-      PyErr_SetObject(cuda_error_type, exc.ptr());
+      set_cuda_error(cuda_error_type, e);
     } catch (streamkit::bad_alloc const& e) {
       PyErr_SetString(PyExc_MemoryError, e.what());
     } catch (unsupported_device const& e) {

@@ -105,6 +105,23 @@ def _to_place(values, place):
     return values
 
 
+def _fitted_arrays(data_min, data_max, scale, lo, place):
+    """The five fitted attributes by name from host copies of the fitted minima, maxima and scales
+    (data_range_ and min_ computed as scikit-learn computes them), placed in `place`'s framework."""
+    import numpy
+
+    lo = numpy.asarray(lo, dtype=data_min.dtype)
+    with numpy.errstate(all="ignore"):  # ±inf data give inf - inf and inf * 0 (NaN), as documented
+        host = {
+            "data_min_": data_min,
+            "data_max_": data_max,
+            "data_range_": data_max - data_min,
+            "scale_": scale,
+            "min_": lo - data_min * scale,
+        }
+    return {name: _to_place(values, place) for name, values in host.items()}
+
+
 class MinMaxScaler:
     """Scales each feature (column) of 2-D arrays to ``feature_range``, like scikit-learn's
     ``sklearn.preprocessing.MinMaxScaler``, on CUDA arrays without a copy.
@@ -412,16 +429,7 @@ class MinMaxScaler:
             n, dtype, _device = self._compiled.describe()
             data_min, data_max, scale = (numpy.empty(n, dtype=dtype) for _ in range(3))
             self._compiled.fitted_into(data_min, data_max, scale)
-            lo = numpy.asarray(self._compiled_params[0], dtype=dtype)
-            with numpy.errstate(all="ignore"):  # ±inf data give inf - inf and inf * 0 (NaN), as documented
-                host = {
-                    "data_min_": data_min,
-                    "data_max_": data_max,
-                    "data_range_": data_max - data_min,
-                    "scale_": scale,
-                    "min_": lo - data_min * scale,
-                }
-            self._fitted_cache = {name: _to_place(values, self._place) for name, values in host.items()}
+            self._fitted_cache = _fitted_arrays(data_min, data_max, scale, self._compiled_params[0], self._place)
         return self._fitted_cache
 
     @property

@@ -105,3 +105,17 @@ class MinMaxScaler:
         lo = np.asarray(X).dtype.type(self.feature_range[0])
         with np.errstate(all="ignore"):
             return (np.asarray(X) - lo) / self.scale_ + self.data_min_
+
+
+class Searcher:
+    """A rank's own search for streamkit.distributed.NearestIndex(searcher=...): radians in, local
+    indices and angles (radians) out, as the C++ part's Searcher."""
+
+    def prepare(self, latitude, longitude):
+        self.references = np.stack([latitude, longitude], axis=1).copy()  # the views last only for the call
+
+    def search(self, latitude, longitude, k, index, angle):
+        found, distance = nearest(np.stack([latitude, longitude], axis=1), self.references, k, angle="radians",
+                                  distance="radians") if len(self.references) else (np.full(index.shape, -1),
+                                                                                    np.full(angle.shape, np.nan))
+        index[...], angle[...] = found, distance
