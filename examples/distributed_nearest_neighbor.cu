@@ -1,17 +1,20 @@
 // Distributed nearest neighbours across MPI ranks: start with `mpirun -np N distributed_nearest_neighbor`.
-// Every rank holds an even share of the observations and of the references (host memory, radians),
-// draws new ones each time step (uniform, or clustered around a centre per rank with --clustered),
-// and gets the k nearest references of its own observations among every rank's references, with
-// global ids (rank offset + local index): first with the references replicated (all-gathered each
-// step), then sharded (each rank searches its own shard; observations visit only the shards whose
-// cap can hold a nearer point). Each rank checks every answer of the last step against one search
-// over the concatenation of all references on its own GPU, and a sample against a float64 CPU
-// brute force. Rank 0 prints per-step times (slowest rank), exchange time and bytes.
+// Every rank holds an even share of the observations and of the references (radians), draws new ones
+// each time step (uniform, or clustered around a centre per rank with --clustered), and gets the k
+// nearest references of its own observations among every rank's references, with global ids (rank
+// offset + local index): first with the references replicated (all-gathered each step), then sharded
+// (each update repartitions the references by space; an observation goes to the rank of its region
+// and on only to the ranks within reach of its k-th distance there). With --device-resident the
+// points and results live in the rank's GPU memory (views passed to update and query). Each rank
+// checks every answer of the last step against one search over the concatenation of all references
+// on its own GPU, and a sample against a float64 CPU brute force. Rank 0 prints per-step times
+// (slowest rank), exchange time and bytes, visits, and the load imbalance (largest rank over mean).
 //
 //   mpirun -np 2 distributed_nearest_neighbor [--observations N] [--references M] [--k K] [--steps S]
 //                                              [--clustered] [--layout replicated|sharded|both]
+//                                              [--device-resident] [--streams P]
 // N and M are totals over all ranks (defaults 2^20 and 2^14), so that runs with different rank counts
-// solve the same problem (strong scaling).
+// solve the same problem (strong scaling). P: the searcher's streams per GPU (0: the dispatcher's).
 #include "common/example_support.hpp"
 
 #include <streamkit/distributed/gpu_searcher.cuh>
@@ -32,7 +35,8 @@ namespace {
 
 struct settings {
   std::size_t observations = std::size_t{1} << 20, references = std::size_t{1} << 14, k = 1, steps = 5;
-  bool clustered = false;
+  bool clustered = false, device_resident = false;
+  int streams = 0;
   std::vector<dist::reference_layout> layouts{dist::reference_layout::replicated, dist::reference_layout::sharded};
 };
 
@@ -55,6 +59,10 @@ settings parse(int argc, char** argv)
       s.steps = std::stoull(value());
     } else if (flag == "--clustered") {
       s.clustered = true;
+    } else if (flag == "--device-resident") {
+      s.device_resident = true;
+    } else if (flag == "--streams") {
+      s.streams = std::stoi(value());
     } else if (flag == "--layout") {
       std::string const layout = value();
       if (layout == "replicated") {
@@ -130,25 +138,67 @@ std::uint64_t sum_over_ranks(std::uint64_t value)
 
 char const* name_of(dist::reference_layout layout) { return layout == dist::reference_layout::replicated ? "replicated" : "sharded"; }
 
+/// Largest over mean of a per-rank value (1: even).
+double imbalance(std::uint64_t value, int size)
+{
+  std::uint64_t largest = value, total = value;
+  MPI_Allreduce(MPI_IN_PLACE, &largest, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+  return total == 0 ? 1.0 : static_cast<double>(largest) * size / static_cast<double>(total);
+}
+
+/// A device copy of host values (on the current device).
+template <class T>
+void upload(streamkit::device_buffer<T>& device, std::vector<T> const& host, streamkit::stream_ref s)
+{
+  if (device.size() < host.size()) { device = streamkit::device_buffer<T>(host.size(), s); }
+  if (!host.empty()) { device.copy_from_host_async({host.data(), host.size()}, s); }
+}
+
 /// Runs `s.steps` steps (after one warm-up) in `layout`; returns the number of wrong answers on this rank.
 std::size_t run(settings const& s, dist::reference_layout layout, dist::rank_info const& info)
 {
-  auto search = dist::make_distributed_gpu_nearest(MPI_COMM_WORLD, layout);
+  int const device = dist::default_device(info, streamkit::device_count());
+  auto search = dist::make_distributed_gpu_nearest(MPI_COMM_WORLD, layout, device, s.streams);
   std::size_t const n = share_of(s.observations, info.rank, info.size), m = share_of(s.references, info.rank, info.size);
   std::mt19937_64 rng(1000 * static_cast<unsigned>(info.rank) + 7);
   points refs, obs;
   std::vector<std::int64_t> index(n * s.k);
   std::vector<double> angle(n * s.k);
+  // --device-resident: the step's points uploaded before its clock starts, results left on the GPU.
+  streamkit::device_guard const guard(device);
+  streamkit::stream const copies(device);
+  streamkit::device_buffer<double> ref_lat, ref_lon, obs_lat, obs_lon, device_angle;
+  streamkit::device_buffer<std::int64_t> device_index;
+  if (s.device_resident) {
+    device_index = streamkit::device_buffer<std::int64_t>(n * s.k, copies.ref());
+    device_angle = streamkit::device_buffer<double>(n * s.k, copies.ref());
+  }
   std::vector<double> step_ms, update_exchange_ms, query_exchange_ms;
-  std::uint64_t update_bytes = 0, query_bytes = 0, visits = 0;
+  std::uint64_t update_bytes = 0, query_bytes = 0, visits = 0, sent = 0;
+  double held_imbalance = 1, searched_imbalance = 1;
   for (std::size_t step = 0; step <= s.steps; ++step) {
     draw(refs, m, s.clustered, info.rank, rng);
     draw(obs, n, s.clustered, info.rank, rng);
+    if (s.device_resident) {
+      upload(ref_lat, refs.latitude, copies.ref()), upload(ref_lon, refs.longitude, copies.ref());
+      upload(obs_lat, obs.latitude, copies.ref()), upload(obs_lon, obs.longitude, copies.ref());
+      copies.sync();
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     double const begin = MPI_Wtime();
-    search.update(refs.latitude.data(), refs.longitude.data(), m);
+    if (s.device_resident) {
+      search.update(streamkit::points_ref<double>::separate(ref_lat.data(), ref_lon.data(), m));
+    } else {
+      search.update(refs.latitude.data(), refs.longitude.data(), m);
+    }
     dist::exchange_stats const updated = search.last_exchange();
-    search.query(obs.latitude.data(), obs.longitude.data(), n, s.k, index.data(), angle.data());
+    if (s.device_resident) {
+      search.query(streamkit::points_ref<double>::separate(obs_lat.data(), obs_lon.data(), n),
+                   streamkit::neighbors_ref<std::int64_t, double>::dense(device_index.data(), device_angle.data(), n, s.k));
+    } else {
+      search.query(obs.latitude.data(), obs.longitude.data(), n, s.k, index.data(), angle.data());
+    }
     dist::exchange_stats const queried = search.last_exchange();
     double const ms = max_over_ranks((MPI_Wtime() - begin) * 1e3);
     if (step == 0) { continue; }  // warm-up: first allocations, the tree's first build
@@ -157,13 +207,20 @@ std::size_t run(settings const& s, dist::reference_layout layout, dist::rank_inf
     query_exchange_ms.push_back(max_over_ranks(queried.seconds * 1e3));
     update_bytes = sum_over_ranks(updated.bytes_sent);
     query_bytes = sum_over_ranks(queried.bytes_sent);
-    visits = sum_over_ranks(queried.observations_sent);
+    visits = sum_over_ranks(queried.visits);
+    sent = sum_over_ranks(queried.observations_sent);
+    held_imbalance = imbalance(updated.references_held, info.size);
+    searched_imbalance = imbalance(queried.observations_searched, info.size);
+  }
+  if (s.device_resident && n > 0) {
+    STREAMKIT_CUDA_TRY(cudaMemcpy(index.data(), device_index.data(), n * s.k * sizeof(std::int64_t), cudaMemcpyDeviceToHost));
+    STREAMKIT_CUDA_TRY(cudaMemcpy(angle.data(), device_angle.data(), n * s.k * sizeof(double), cudaMemcpyDeviceToHost));
   }
 
   // Check the last step: every answer against one search over all references on this rank's GPU,
   // and a sample against the float64 CPU brute force.
   points const all = gather_all(refs, info.size);
-  dist::gpu_searcher single({dist::default_device(info, streamkit::device_count())});
+  dist::gpu_searcher single({device});
   single.prepare(all.latitude.data(), all.longitude.data(), all.latitude.size());
   std::vector<std::int64_t> want(n * s.k);
   std::vector<double> want_angle(n * s.k);
@@ -184,11 +241,13 @@ std::size_t run(settings const& s, dist::reference_layout layout, dist::rank_inf
     return v.empty() ? 0.0 : v[v.size() / 2];
   };
   if (info.rank == 0) {
-    std::printf("%-10s ranks %d  N %zu  M %zu  k %zu  %s: step %.3f ms (median of %zu; slowest rank), exchange: update %.3f ms "
-                "%.3f MB, query %.3f ms %.3f MB, %llu observation visits; %zu wrong\n",
-                name_of(layout), info.size, s.observations, s.references, s.k, s.clustered ? "clustered" : "uniform", median(step_ms),
-                step_ms.size(), median(update_exchange_ms), update_bytes / 1e6, median(query_exchange_ms), query_bytes / 1e6,
-                static_cast<unsigned long long>(visits), wrong_everywhere);
+    std::printf("%-10s ranks %d  N %zu  M %zu  k %zu  %s%s: step %.3f ms (median of %zu; slowest rank), exchange: update %.3f ms "
+                "%.3f MB, query %.3f ms %.3f MB; observations sent %llu, visits %llu; largest/mean rank: references %.2f, "
+                "searched %.2f; %zu wrong\n",
+                name_of(layout), info.size, s.observations, s.references, s.k, s.clustered ? "clustered" : "uniform",
+                s.device_resident ? " device-resident" : "", median(step_ms), step_ms.size(), median(update_exchange_ms),
+                update_bytes / 1e6, median(query_exchange_ms), query_bytes / 1e6, static_cast<unsigned long long>(sent),
+                static_cast<unsigned long long>(visits), held_imbalance, searched_imbalance, wrong_everywhere);
   }
   return wrong;
 }

@@ -103,6 +103,69 @@ std::vector<T> download(T const* device, std::size_t count, streamkit::stream_re
   return host;
 }
 
+/// Device views in and out (references too; a result row stride above k, poisoned) give what the host
+/// arrays give, bit for bit; in the replicated layout nothing is staged through the host.
+void check_device_views(dist::reference_layout layout, std::size_t k)
+{
+  auto const info = me();
+  streamkit::device_guard const guard(rank_device());
+  auto const reference_count = [&](int r) -> std::size_t { return info.size == 3 && r == 1 ? 0 : 2500 + 900 * static_cast<std::size_t>(r); };
+  point_set const refs = points_of(info.rank, info.size, reference_count(info.rank), false, 13);
+  point_set obs = points_of(info.rank, info.size, 1500 + 111 * static_cast<std::size_t>(info.rank), false, 14);
+  obs.latitude[0] = std::numeric_limits<double>::quiet_NaN();
+  std::size_t const n = obs.latitude.size(), m = refs.latitude.size(), stride = k + 3;
+
+  auto search = dist::make_distributed_gpu_nearest(world, layout);
+  search.update(refs.latitude.data(), refs.longitude.data(), m);
+  std::vector<std::int64_t> want(n * k);
+  std::vector<double> want_angle(n * k);
+  search.query(obs.latitude.data(), obs.longitude.data(), n, k, want.data(), want_angle.data());
+
+  streamkit::stream const s(rank_device());
+  std::vector<double> interleaved;  // references as (lat, lon) pairs: a stride-2 view
+  for (std::size_t i = 0; i < m; ++i) { interleaved.push_back(refs.latitude[i]), interleaved.push_back(refs.longitude[i]); }
+  auto const device_refs = upload(interleaved, s.ref());
+  auto const device_lat = upload(obs.latitude, s.ref()), device_lon = upload(obs.longitude, s.ref());
+  streamkit::device_buffer<std::int64_t> index(n * stride, s.ref());
+  streamkit::device_buffer<double> angle(n * stride, s.ref());
+  STREAMKIT_CUDA_TRY(cudaMemsetAsync(index.data(), 0x5a, index.size() * sizeof(std::int64_t), s.ref().value()));  // poison
+  STREAMKIT_CUDA_TRY(cudaMemsetAsync(angle.data(), 0x5a, angle.size() * sizeof(double), s.ref().value()));
+  s.sync();
+  search.update(streamkit::points_ref<double>::interleaved(m > 0 ? device_refs.data() : nullptr, m));
+  EXPECT_EQ(search.size(), all_points(info.size, reference_count, false, 13).latitude.size());
+  search.query(streamkit::points_ref<double>::separate(device_lat.data(), device_lon.data(), n),
+               streamkit::neighbors_ref<std::int64_t, double>{index.data(), angle.data(), n, k, stride});
+  auto const got = download(index.data(), index.size(), s.ref());
+  auto const got_angle = download(angle.data(), angle.size(), s.ref());
+  std::size_t differing = 0, overwritten = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t j = 0; j < stride; ++j) {
+      std::int64_t poison_index;
+      std::memset(&poison_index, 0x5a, sizeof poison_index);
+      if (j >= k) {
+        overwritten += got[i * stride + j] != poison_index;
+        continue;
+      }
+      differing += got[i * stride + j] != want[i * k + j] || std::memcmp(&got_angle[i * stride + j], &want_angle[i * k + j], sizeof(double)) != 0;
+    }
+  }
+  EXPECT_EQ(differing, 0u) << "layout " << static_cast<int>(layout) << ", k " << k;
+  EXPECT_EQ(overwritten, 0u);
+  EXPECT_EQ(got[0], -1);
+}
+
+}  // namespace
+
+TEST(DistributedGpu, DeviceViewsGiveWhatHostArraysGive)
+{
+  STREAMKIT_REQUIRE_GPU();
+  for (auto layout : {dist::reference_layout::replicated, dist::reference_layout::sharded}) {
+    for (std::size_t k : {1, 6}) { check_device_views(layout, k); }
+  }
+}
+
+namespace {
+
 template <class T>
 bool same_bits(std::vector<T> const& a, std::vector<T> const& b)
 {

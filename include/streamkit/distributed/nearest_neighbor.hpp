@@ -183,15 +183,9 @@ class distributed_nearest {
   /// k), in the observations' order. Collective.
   void query(double const* latitude, double const* longitude, std::size_t count, std::size_t k, std::int64_t* index, double* angle)
   {
-    expect_agreement(comm_, "distributed_nearest::query", {{"k", k}});
-    if (k == 0) { throw std::invalid_argument("distributed_nearest::query: k must be at least 1"); }
-    if (offsets_.empty()) { throw std::logic_error("distributed_nearest::query: no update() yet"); }
-    std::uint64_t const held = stats_.references_held;
-    stats_ = {};
-    stats_.references_held = held;
+    begin_query(k);
     if (layout_ == reference_layout::replicated) {
-      run_everywhere(comm_, "distributed_nearest::query", [&] { searcher_.search(latitude, longitude, count, k, index, angle); });
-      stats_.observations_searched = count;
+      replicated_query(count, [&] { searcher_.search(latitude, longitude, count, k, index, angle); });
       return;
     }
     sharded_query(latitude, longitude, count, k, index, angle);
@@ -214,6 +208,27 @@ class distributed_nearest {
   /// Sharded: the ranks − 1 splitters of the last update(): rank r holds the references whose
   /// (key, global id) lies in [splitters[r − 1], splitters[r]) (detail/space_partition.hpp).
   [[nodiscard]] std::vector<detail::keyed_id> const& splitters() const noexcept { return splitters_; }
+
+ protected:
+  /// What every query does first (collective): the ranks agree on k, k ≥ 1, an update() was made;
+  /// a fresh record of the exchange.
+  void begin_query(std::size_t k)
+  {
+    expect_agreement(comm_, "distributed_nearest::query", {{"k", k}});
+    if (k == 0) { throw std::invalid_argument("distributed_nearest::query: k must be at least 1"); }
+    if (offsets_.empty()) { throw std::logic_error("distributed_nearest::query: no update() yet"); }
+    std::uint64_t const held = stats_.references_held;
+    stats_ = {};
+    stats_.references_held = held;
+  }
+  /// The replicated layout's query of this rank's `count` observations: `search` runs the searcher
+  /// over all references, whose local ids are the global ones (collective).
+  template <class Search>
+  void replicated_query(std::size_t count, Search const& search)
+  {
+    run_everywhere(comm_, "distributed_nearest::query", search);
+    stats_.observations_searched = count;
+  }
 
  private:
   void replicate(double const* latitude, double const* longitude, std::size_t count)

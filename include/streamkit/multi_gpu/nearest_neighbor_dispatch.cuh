@@ -437,6 +437,22 @@ class multi_gpu_nearest_neighbor {
     return result;
   }
 
+  /// Enqueues the search of observations that already lie in the memory of the device of lane
+  /// `lane` (an index into the dispatcher's devices) into `result` there, on `stream` (of that
+  /// device), with that lane's prepared references and the caller's `scratch`; never waits. For data
+  /// a GPU already holds (no host staging). @throws std::invalid_argument for bad views or lane.
+  template <class Index>
+  void query_on_device_async(std::size_t lane, points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
+                             nearest_scratch& scratch)
+  {
+    STREAMKIT_EXPECTS(lane < lanes_.size(), std::invalid_argument, "lane: beyond the dispatcher's devices");
+    detail::expect_index_capacity<Index>(count_);
+    nearest_index<T>& index = *lanes_[lane]->index;
+    device_guard guard(lanes_[lane]->device);
+    index.prepare(observations.count, result.k, stream);
+    std::as_const(index).query_async(observations, result, stream, scratch);
+  }
+
   /// The number of references M.
   [[nodiscard]] std::size_t size() const noexcept { return count_; }
   /// The options given at construction.
