@@ -46,10 +46,11 @@ dist::exchange_stats const& gpu_nearest::last_exchange() const noexcept { return
 template <class T>
 struct mpi_scaler<T>::state {
   MPI_Comm comm;
-  dist::distributed_minmax_scaler<T> scaler;
   // Host arrays: the rank's GPU, a stream there and grow-only buffers, made at the first host call.
+  // The stream comes before the scaler, whose buffers a host fit ties to it: destroyed after them.
   std::optional<streamkit::stream> host_stream;
   streamkit::device_buffer<T> input, output;
+  dist::distributed_minmax_scaler<T> scaler;
 
   streamkit::stream& stream_for_host()
   {
@@ -77,8 +78,8 @@ struct mpi_scaler<T>::state {
 
 template <class T>
 mpi_scaler<T>::mpi_scaler(MPI_Comm comm, T lo, T hi, bool clip)
-    : state_(std::make_unique<state>(state{comm, dist::distributed_minmax_scaler<T>(comm, streamkit::minmax_options<T>{lo, hi, clip}),
-                                           std::nullopt, {}, {}}))
+    : state_(std::make_unique<state>(state{comm, std::nullopt, {}, {},
+                                           dist::distributed_minmax_scaler<T>(comm, streamkit::minmax_options<T>{lo, hi, clip})}))
 {
 }
 

@@ -67,7 +67,7 @@ def _coordinate_dtype(dtypes, name):
 def _frame_points(frame, columns):
     """A partition's (n, 2) coordinates: CuPy for cuDF, NumPy for pandas."""
     values = frame[list(columns)]
-    return values.to_cupy() if hasattr(values, "to_cupy") else values.to_numpy()
+    return values.to_cupy() if hasattr(values, "to_cupy") else _aligned(values.to_numpy())
 
 
 def _observation_blocks(observations, columns):
@@ -138,6 +138,14 @@ def _like(references, points):
     return cupy.asarray(references)
 
 
+def _aligned(array):
+    """`array`, copied when it is a NumPy array that deserialisation left unaligned (dask.distributed
+    can hand a block over as a view at any byte offset of a message; streamkit needs aligned elements)."""
+    if isinstance(array, numpy.ndarray) and not array.flags.aligned:
+        return array.copy()
+    return array
+
+
 def _backend(backend):
     return streamkit if backend is None else backend
 
@@ -145,10 +153,12 @@ def _backend(backend):
 # --- k nearest ----------------------------------------------------------------------------------------
 
 def _search_block(block, references, k, options, backend):
-    return backend.nearest(block, _like(references, block), k, **options)
+    block = _aligned(block)
+    return backend.nearest(block, _like(_aligned(references), block), k, **options)
 
 
 def _query_block(block, handle, k, backend):
+    block = _aligned(block)
     return _worker_index(handle, backend, block).query(block, k)
 
 
@@ -232,7 +242,7 @@ def _worker_index(handle, backend, block):
     """This process's index of `handle` (id, version, references), made on first use and updated in
     place when the handle's version moved on; prepared where `block` is (CuPy: its device)."""
     key, version, references, options = handle
-    references = _like(references, block)
+    references = _like(_aligned(references), block)
     place = getattr(getattr(references, "device", None), "id", None)
     with _worker_lock:
         known = _worker_indexes.get((key, place))
@@ -348,7 +358,8 @@ def _current_client():
 # --- within a radius ------------------------------------------------------------------------------------
 
 def _radius_block(block, references, radius, options, backend):
-    offsets, indices, distances = backend.radius_neighbors(block, _like(references, block), radius, **options)
+    block = _aligned(block)
+    offsets, indices, distances = backend.radius_neighbors(block, _like(_aligned(references), block), radius, **options)
     return offsets[1:] - offsets[:-1], indices, distances
 
 
@@ -420,7 +431,7 @@ def _block_extrema(block, backend):
     scaler fits them (NaN ignored; NaN for a column of NaN alone), or NaN for a block of no row."""
     if block.shape[0] == 0:
         return numpy.full((2, block.shape[1]), numpy.nan, dtype=block.dtype)
-    scaler = backend.MinMaxScaler().fit(block)
+    scaler = backend.MinMaxScaler().fit(_aligned(block))
     return numpy.stack([_to_host(scaler.data_min_), _to_host(scaler.data_max_)])
 
 
@@ -438,7 +449,7 @@ def _combine_extrema(*parts):
 def _fitted_attributes(extrema, feature_range, clip, backend):
     """The fitted attributes of the backend's scaler fitted to the two rows [minima; maxima] (the same
     fit as one over every row: the C++ distributed scaler's way too), as NumPy arrays."""
-    scaler = backend.MinMaxScaler(feature_range, clip=clip).fit(extrema)
+    scaler = backend.MinMaxScaler(feature_range, clip=clip).fit(_aligned(extrema))
     return {name: _to_host(getattr(scaler, name)) for name in ("data_min_", "data_max_", "data_range_", "scale_", "min_")}
 
 
@@ -447,6 +458,7 @@ _block_scalers_lock = threading.Lock()
 
 
 def _scale_block(block, extrema, token, feature_range, clip, inverse, backend):
+    block = _aligned(block)
     if block.shape[0] == 0:
         return block.copy()
     xp = _module_of(block)
