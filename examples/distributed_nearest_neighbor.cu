@@ -14,7 +14,7 @@
 //                                              [--clustered] [--layout replicated|sharded|both]
 //                                              [--device-resident] [--streams P]
 // N and M are totals over all ranks (defaults 2^20 and 2^14), so that runs with different rank counts
-// solve the same problem (strong scaling). P: the searcher's streams per GPU (0: the dispatcher's).
+// solve the same problem (strong scaling). P: the searcher's streams per GPU (default 8; 0: the dispatcher's).
 #include "common/example_support.hpp"
 
 #include <streamkit/distributed/gpu_searcher.cuh>
@@ -36,7 +36,7 @@ namespace {
 struct settings {
   std::size_t observations = std::size_t{1} << 20, references = std::size_t{1} << 14, k = 1, steps = 5;
   bool clustered = false, device_resident = false;
-  int streams = 0;
+  int streams = dist::gpu_searcher::default_streams_per_device;
   std::vector<dist::reference_layout> layouts{dist::reference_layout::replicated, dist::reference_layout::sharded};
 };
 

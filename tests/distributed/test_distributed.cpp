@@ -321,7 +321,7 @@ void check_distributed_search(streamkit::distributed::reference_layout layout, b
     // Spatial shards: far fewer visits than every observation to every other rank (with a few
     // hundred references per rank the nearest is ~0.1 rad away, so a fair share lies near a border).
     std::uint64_t const visits = sum_over_ranks(search.last_exchange().visits), everywhere = sum_over_ranks(n) * (info.size - 1);
-    EXPECT_LT(visits, everywhere / 2) << visits << " visits";
+    EXPECT_LE(visits, everywhere / 2) << visits << " visits";
   }
 }
 
@@ -457,6 +457,7 @@ TEST(DistributedNearest, ShardedHotSpotOfObservationsIsSpreadOverRanks)
   // the next update weighs the observations, cuts the region into more ranges, and the busiest
   // rank's share of the owners' searches falls. Answers stay exact.
   auto const info = me();
+  if (info.size == 1) { GTEST_SKIP() << "one rank: nothing to spread over"; }
   std::size_t const m = 3000, n = 1500;
   point_set const refs = points_of(info.rank, info.size, m, false, 25);
   point_set const all = all_points(info.size, [&](int) { return m; }, false, 25);

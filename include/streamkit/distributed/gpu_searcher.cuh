@@ -30,11 +30,16 @@ namespace streamkit::distributed {
 /// Move-only.
 class gpu_searcher {
  public:
+  /// Streams (and host threads staging pageable memory) per device unless told otherwise.
+  static constexpr int default_streams_per_device = 8;
+
   /// @param devices this rank's GPUs (repeats allowed); empty: every visible device.
-  /// @param streams_per_device the dispatcher's streams (and host threads) per device; 0: its default.
-  ///        Each stream's thread copies its chunks of pageable host memory through page-locked
-  ///        buffers, so more streams copy pageable arrays faster.
-  explicit gpu_searcher(std::vector<int> devices, int streams_per_device = 0)
+  /// @param streams_per_device the dispatcher's streams (and host threads) per device (0: the
+  ///        dispatcher's default, the copy engines). Each stream's thread copies its chunks of
+  ///        pageable host memory through page-locked buffers: with the dispatcher's default the
+  ///        copies of pageable arrays, not the GPU, set the pace (H200, 2^26 x 2^16 replicated at one
+  ///        rank: 186.8 ms with the default, 105.3 ms with 8).
+  explicit gpu_searcher(std::vector<int> devices, int streams_per_device = default_streams_per_device)
       : workers_(std::make_unique<dispatcher>(dispatcher_options{std::move(devices), streams_per_device})),
         device_stream_(std::make_unique<stream>(workers_->devices().front()))
   {
@@ -226,7 +231,7 @@ class distributed_gpu_nearest : public distributed_nearest<gpu_searcher> {
 /// (gpu_searcher). Collective.
 /// @throws std::invalid_argument when a rank sees no GPU, or the ranks disagree on `layout`.
 inline distributed_gpu_nearest make_distributed_gpu_nearest(MPI_Comm comm, reference_layout layout, std::optional<int> device = std::nullopt,
-                                                            int streams_per_device = 0)
+                                                            int streams_per_device = gpu_searcher::default_streams_per_device)
 {
   int visible = 0;
   if (cudaGetDeviceCount(&visible) != cudaSuccess) {

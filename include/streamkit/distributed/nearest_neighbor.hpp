@@ -188,6 +188,11 @@ class distributed_nearest {
       replicated_query(count, [&] { searcher_.search(latitude, longitude, count, k, index, angle); });
       return;
     }
+    if (info_.size == 1) {  // one shard holding every reference: nothing to route
+      search_shard(latitude, longitude, count, k, index, angle);
+      stats_.observations_searched = count;
+      return;
+    }
     sharded_query(latitude, longitude, count, k, index, angle);
   }
 
@@ -443,9 +448,14 @@ class distributed_nearest {
   void search_shard(std::vector<double> const& latitude, std::vector<double> const& longitude, std::size_t k,
                     std::vector<std::int64_t>& index, std::vector<double>& angle)
   {
+    search_shard(latitude.data(), longitude.data(), latitude.size(), k, index.data(), angle.data());
+  }
+  void search_shard(double const* latitude, double const* longitude, std::size_t count, std::size_t k, std::int64_t* index,
+                    double* angle)
+  {
     run_everywhere(comm_, "distributed_nearest::query", [&] {
-      searcher_.search(latitude.data(), longitude.data(), latitude.size(), k, index.data(), angle.data());
-      detail::parallel_ranges(index.size(), threads_, [&](std::size_t begin, std::size_t end, std::size_t) {
+      searcher_.search(latitude, longitude, count, k, index, angle);
+      detail::parallel_ranges(count * k, threads_, [&](std::size_t begin, std::size_t end, std::size_t) {
         for (std::size_t e = begin; e < end; ++e) {
           if (index[e] >= 0) { index[e] = shard_id_[static_cast<std::size_t>(index[e])]; }
         }
