@@ -14,6 +14,7 @@
 #include <streamkit/core/stream.hpp>
 #include <streamkit/spatial/haversine.hpp>
 #include <streamkit/spatial/nearest_neighbor.cuh>
+#include <streamkit/spatial/tree_index.cuh>
 
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
@@ -153,6 +154,64 @@ TEST_P(HostileExactness, DoubleDegreesEveryEngineK1_16_32)
 }
 
 INSTANTIATE_TEST_SUITE_P(HostileInputs, HostileExactness, ::testing::ValuesIn(every_class_name()),
+                         [](::testing::TestParamInfo<std::string> const& info) { return test_name_of(info.param); });
+
+class HostileCellLists : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { STREAMKIT_REQUIRE_GPU(); }
+  std::uint64_t seed_ = streamkit_test::fresh_seed();
+};
+
+// 2^21 observations against M = 2^12 references: the tree answers from cell lists
+// (detail::use_cell_lists). Every row, index and distance, must be the tree walk's (the same index
+// queried for each half of the observations, too few to use cell lists), in exact and fast mode and
+// with a distance limit; the first 1500 rows also against the CPU reference, and the tie order of
+// identical references on every row.
+TEST_P(HostileCellLists, EveryRowAsTheWalkK1_16_32)
+{
+  using T = float;
+  using Index = std::int32_t;
+  std::size_t const m = std::size_t{1} << 12, n = streamkit::detail::cell_lists_min_observations, half = n / 2, checked = 1500;
+  ASSERT_TRUE(streamkit::detail::use_cell_lists(n, m));
+  ASSERT_FALSE(streamkit::detail::use_cell_lists(half, m));
+  hostile::input_class const& c = hostile::find_class(GetParam());
+  hostile::problem const p = hostile::generate(c, n, m, seed_);
+  streamkit::stream const s(0);
+  auto const obs = upload<T>(as_point_set(p.observations), angle_unit::degrees, false, s);
+  auto const refs = upload<T>(as_point_set(p.references), angle_unit::degrees, false, s);
+  auto const [checked_view, checked_seen] = obs.prefix(checked);
+  (void)checked_view;
+  knn_answer const expected = brute_force_knn(checked_seen, refs.seen, streamkit::max_neighbors);
+  auto const groups = hostile::find_identical(hostile::as<T>(p.references.lat), hostile::as<T>(p.references.lon));
+  auto limited = options_with(nn_precision::exact);
+  limited.unit = streamkit::distance_unit::kilometres;
+  limited.max_distance = 300.0;  // about the 16th neighbour's distance among 2^12 uniform references
+  for (std::size_t const k : hostile_k) {
+    for (auto const& options : {options_with(nn_precision::exact), options_with(nn_precision::fast), limited}) {
+      SCOPED_TRACE(std::string(c.name) + ", k = " + std::to_string(k) + ", max_distance " + std::to_string(options.max_distance) +
+                   (options.precision == nn_precision::exact ? ", exact" : ", fast"));
+      streamkit::tree_index<T> index(refs.points, options, s);
+      streamkit_test::poisoned_result<Index, T> cells_out(n, k, k, s), walk_out(n, k, k, s);
+      index.query(obs.points, cells_out.ref(), s);
+      index.query(obs.rows(0, half), walk_out.rows(0, half), s);
+      index.query(obs.rows(half, n - half), walk_out.rows(half, n - half), s);
+      auto const cells = streamkit_test::fetch(cells_out, s), walk = streamkit_test::fetch(walk_out, s);
+      std::size_t differing = 0, first_differing = n, unwritten = 0;
+      for (std::size_t at = 0; at < cells.index.size(); ++at) {
+        bool const same = cells.index[at] == walk.index[at] &&
+                          (cells.distance[at] == walk.distance[at] || (std::isnan(cells.distance[at]) && std::isnan(walk.distance[at])));
+        if (!same && differing++ == 0) { first_differing = at / k; }
+        unwritten += cells.index[at] == static_cast<Index>(streamkit_test::poison_index) ? 1 : 0;
+      }
+      EXPECT_EQ(differing, 0U) << "entries where the cell lists and the walk differ; first in row " << first_differing;
+      EXPECT_EQ(unwritten, 0U) << "entries the cell lists left poisoned";
+      check(first_rows(cells, checked, k), expected, checked_seen, refs.seen, k, k, search_engine::tree, options);
+      expect_identical_references_in_index_order(groups, cells, k);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(HostileInputs, HostileCellLists, ::testing::ValuesIn(every_class_name()),
                          [](::testing::TestParamInfo<std::string> const& info) { return test_name_of(info.param); });
 
 class HostileDeepTree : public ::testing::Test {

@@ -476,11 +476,26 @@ __device__ inline std::size_t seed_node(tree_view const& tree, std::uint64_t key
   return tree.leaves == 1 ? 1 : (tree.leaves + leaf) / 2;
 }
 
+/// Ranks the entry at sorted position `at` (one that passed the float32 filter) in float64 and offers
+/// it to `list`. A group of identical references is ranked once and offered with its smallest
+/// indices, in ascending order, until one is refused (the rest, at the same distance and larger
+/// indices, would be too), so a pile of identical points costs no more than k of them.
+template <int K>
+__device__ __forceinline__ void rank_entry(tree_view const& tree, std::size_t at, vec4<double> const& precise_p, knn_list<K>& list,
+                                           search_bounds& bounds)
+{
+  vec4<double> const precise_q = tree.precise_points[at];
+  double const c = chord2(precise_p.x, precise_p.y, precise_p.z, precise_q);
+  // One call site of offer() (inlined, the list stays in registers): the group's members in turn.
+  std::uint32_t const members = K == 1 ? 1u : min_of(__float_as_uint(tree.points[at].w), static_cast<std::uint32_t>(K));
+  std::uint32_t id = static_cast<std::uint32_t>(precise_q.w);
+  std::uint32_t member = 0;
+  while (list.offer(c, id) && ++member < members) { id = tree.member_ids[tree.run_starts[at] + member]; }
+  if (member > 0) { bounds = search_bounds(list.worst()); }
+}
+
 /// Offers the entries of leaf `leaf` to `list`: a float32 filter over batches of loads issued
-/// together, then float64 ranking of the entries that pass. A group of identical references is
-/// ranked once and offered with its smallest indices, in ascending order, until one is refused (the
-/// rest, at the same distance and larger indices, would be too), so a pile of identical points costs
-/// no more than k of them.
+/// together, then float64 ranking (rank_entry) of the entries that pass.
 template <int K>
 __device__ __forceinline__ void scan_leaf(tree_view const& tree, std::size_t leaf, float3 const& p, vec4<double> const& precise_p,
                                           knn_list<K>& list, search_bounds& bounds)
@@ -499,16 +514,7 @@ __device__ __forceinline__ void scan_leaf(tree_view const& tree, std::size_t lea
     while (passed != 0) {
       int const s = __ffs(static_cast<int>(passed)) - 1;
       passed &= passed - 1;
-      std::size_t const at = first + b + s;
-      vec4<double> const precise_q = tree.precise_points[at];
-      double const c = chord2(precise_p.x, precise_p.y, precise_p.z, precise_q);
-      // One call site of offer() (inlined, the list stays in registers): the group's members in turn.
-      // (the size is read again, from L1: indexing q[] by s would put q in local memory)
-      std::uint32_t const members = K == 1 ? 1u : min_of(__float_as_uint(tree.points[at].w), static_cast<std::uint32_t>(K));
-      std::uint32_t id = static_cast<std::uint32_t>(precise_q.w);
-      std::uint32_t member = 0;
-      while (list.offer(c, id) && ++member < members) { id = tree.member_ids[tree.run_starts[at] + member]; }
-      if (member > 0) { bounds = search_bounds(list.worst()); }
+      rank_entry(tree, first + b + s, precise_p, list, bounds);
     }
   }
 }
@@ -531,16 +537,20 @@ __device__ __forceinline__ unsigned warp_max(unsigned value)
 /// its own filter. Control flow and the node and leaf loads are the same across the warp
 /// (broadcasts); the stack is one per warp in shared memory. Thread t searches observation order[t] (t itself when order is null); writes row
 /// order[t] of `result` and adds the invalid observations to result.invalid_count when it is set.
+/// With `order_count` set, only the first *order_count (≤ n) entries of `order` are searched: a count
+/// another kernel left on the device.
 template <int K, class Index, class T>
 __global__ void __launch_bounds__(tree_search_threads)
   tree_search(points_ref<T> observations, std::size_t n, std::uint32_t const* order, tree_view tree,
-              neighbors_ref<Index, T> result, int k, double limit, double scale)
+              neighbors_ref<Index, T> result, int k, double limit, double scale, std::uint32_t const* order_count = nullptr)
 {
   constexpr unsigned all = 0xffffffffu;
   __shared__ std::uint32_t stacks[tree_search_threads / 32][tree_stack_depth];
   std::uint32_t* const stack = stacks[threadIdx.x / 32];
   std::size_t const t = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
-  bool const active = t < n;
+  std::size_t const searched = order_count != nullptr ? *order_count : n;
+  if (blockIdx.x * std::size_t{blockDim.x} >= searched) { return; }  // the whole block: no warp of it walks
+  bool const active = t < searched;
   std::size_t const i = !active ? 0 : (order != nullptr ? order[t] : t);
   double lat = 0.0, lon = 0.0;
   bool const valid = active && load_point(observations, i, lat, lon);

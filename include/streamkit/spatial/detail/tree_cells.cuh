@@ -1,0 +1,289 @@
+#pragma once
+// The cell-list query of tree_index (see tree_index.cuh), for many observations against few
+// references: the sphere is cut into the cells of a cube map, each cell gets from the tree the list
+// of entries that can be among the k nearest of any point in it, and each observation then scans its
+// cell's list instead of walking the tree. The observations are first sorted by cell (a radix sort of
+// keys of a few bits), so that the threads of a warp read the same list: broadcast loads.
+//
+// Why a list is complete. For a cell with centre c (a unit vector) whose points all lie within chord
+// ρ of c, let D be the chord from c to its k-th nearest reference (with multiplicity). Any point p of
+// the cell has k references within ρ + D (those of c), so its k nearest lie within ρ + D of p, hence
+// within D + 2ρ of c (triangle inequality of the chord, a Euclidean distance). With a distance limit L
+// (chord), its answers also lie within L + ρ of c. The list holds every entry within
+// min(D + 2ρ, L + ρ) + cell_list_slack of c; the slack covers every rounding of the float64 values
+// involved (~1e-15) many times over.
+
+#include <streamkit/spatial/detail/tree_kernels.cuh>
+
+#include <cuda/std/limits>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace streamkit::detail {
+
+/// Threads per block of the cell kernels.
+inline constexpr int cell_threads = 128;
+/// Chord added to every cell's reach and radius: far above the float64 rounding of the chords,
+/// corners and k-th distances it covers, far below any distance that matters to the list's length.
+inline constexpr double cell_list_slack = 1e-12;
+/// A cell's range that says "no list": its observations are searched by the tree walk.
+inline constexpr std::uint32_t cell_deferred = 0xffffffffu;
+
+/// Where a cell's list lies in the entries: [begin, end), or begin = cell_deferred.
+struct alignas(8) cell_range {
+  std::uint32_t begin;
+  std::uint32_t end;
+};
+
+/// The cube map: face f ∈ 0…5 (the axis f / 2, its sign f % 2), `grid` × `grid` cells per face, `grid`
+/// a power of two; cell (f, i, j) has number f · grid² + the Morton interleave of (i, j), so that
+/// neighbouring cells have neighbouring numbers.
+struct cube_grid {
+  std::uint32_t grid;
+
+  [[nodiscard]] __host__ __device__ std::size_t cells() const { return std::size_t{6} * grid * grid; }
+
+  /// The cell of a valid float64 unit vector: the face of its largest component (the first of equal
+  /// ones), the other two components over that one's magnitude as (u, v) ∈ [−1, 1]².
+  [[nodiscard]] __device__ std::uint32_t cell_of(vec4<double> const& p) const
+  {
+    double const ax = fabs(p.x), ay = fabs(p.y), az = fabs(p.z);
+    int const axis = ax >= ay && ax >= az ? 0 : (ay >= az ? 1 : 2);
+    double const major = axis == 0 ? p.x : (axis == 1 ? p.y : p.z);
+    double const u = (axis == 0 ? p.y : p.x) / fabs(major);
+    double const v = (axis == 2 ? p.y : p.z) / fabs(major);
+    std::uint32_t const face = 2u * static_cast<std::uint32_t>(axis) + (major < 0.0 ? 1u : 0u);
+    return face * grid * grid + static_cast<std::uint32_t>(interleave_2d(along(u), along(v)));
+  }
+
+  /// The unit vector of the point (u, v) of face `face`.
+  [[nodiscard]] __device__ static vec4<double> on_face(std::uint32_t face, double u, double v)
+  {
+    double const sign = face % 2 == 0 ? 1.0 : -1.0;
+    std::uint32_t const axis = face / 2;
+    double const x = axis == 0 ? sign : u, y = axis == 1 ? sign : (axis == 0 ? u : v), z = axis == 2 ? sign : v;
+    double const norm = rsqrt(fma(x, x, fma(y, y, z * z)));
+    return {x * norm, y * norm, z * norm, 0.0};
+  }
+
+  /// Cell `cell`'s face and its (u, v) corners: [u0, u1] × [v0, v1].
+  __device__ void bounds(std::uint32_t cell, std::uint32_t& face, double& u0, double& u1, double& v0, double& v1) const
+  {
+    face = cell / (grid * grid);
+    std::uint32_t const code = cell % (grid * grid);
+    double const step = 2.0 / grid;
+    double const i = static_cast<double>(compact_2d(code >> 1)), j = static_cast<double>(compact_2d(code));
+    u0 = fma(i, step, -1.0), u1 = fma(i + 1.0, step, -1.0);
+    v0 = fma(j, step, -1.0), v1 = fma(j + 1.0, step, -1.0);
+  }
+
+ private:
+  [[nodiscard]] __device__ std::uint32_t along(double u) const
+  {
+    double const c = floor((u + 1.0) * 0.5 * grid);
+    return static_cast<std::uint32_t>(fmin(fmax(c, 0.0), static_cast<double>(grid - 1)));
+  }
+  /// Bits of i at the odd places, of j at the even ones.
+  [[nodiscard]] __host__ __device__ static std::uint32_t interleave_2d(std::uint32_t i, std::uint32_t j)
+  {
+    return spread_2d(i) << 1 | spread_2d(j);
+  }
+  [[nodiscard]] __host__ __device__ static std::uint32_t spread_2d(std::uint32_t v)
+  {
+    v &= 0xffffu;
+    v = (v | v << 8) & 0x00ff00ffu;
+    v = (v | v << 4) & 0x0f0f0f0fu;
+    v = (v | v << 2) & 0x33333333u;
+    v = (v | v << 1) & 0x55555555u;
+    return v;
+  }
+  [[nodiscard]] __host__ __device__ static std::uint32_t compact_2d(std::uint32_t v)
+  {
+    v &= 0x55555555u;
+    v = (v | v >> 1) & 0x33333333u;
+    v = (v | v >> 2) & 0x0f0f0f0fu;
+    v = (v | v >> 4) & 0x00ff00ffu;
+    v = (v | v >> 8) & 0x0000ffffu;
+    return v;
+  }
+};
+
+/// Each cell's centre as latitude and longitude (radians): the k-nearest search of the centres gives
+/// every cell its k-th distance.
+static __global__ void tree_cell_centres(cube_grid grid, double* latitude, double* longitude)
+{
+  std::size_t const cell = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (cell >= grid.cells()) { return; }
+  std::uint32_t face;
+  double u0, u1, v0, v1;
+  grid.bounds(static_cast<std::uint32_t>(cell), face, u0, u1, v0, v1);
+  vec4<double> const c = cube_grid::on_face(face, 0.5 * (u0 + u1), 0.5 * (v0 + v1));
+  latitude[cell] = atan2(c.z, hypot(c.x, c.y));
+  longitude[cell] = atan2(c.y, c.x);
+}
+
+/// How far from cell `cell`'s centre (as tree_search sees it: the float64 unit vector of its latitude
+/// and longitude) its list reaches, as a chord; +inf for "everything".
+__device__ inline double cell_reach(cube_grid const& grid, std::uint32_t cell, vec4<double> const& centre, double kth_angle,
+                                    double limit_chord)
+{
+  std::uint32_t face;
+  double u0, u1, v0, v1;
+  grid.bounds(cell, face, u0, u1, v0, v1);
+  // The cell's edges are great-circle arcs (planes through the origin), shorter than a quarter turn:
+  // its farthest point from the centre is a corner.
+  double radius = 0.0;
+  for (int corner = 0; corner < 4; ++corner) {
+    vec4<double> const q = cube_grid::on_face(face, corner % 2 == 0 ? u0 : u1, corner < 2 ? v0 : v1);
+    radius = fmax(radius, sqrt(chord2(centre.x, centre.y, centre.z, q)));
+  }
+  radius += cell_list_slack;
+  double const kth = kth_angle >= 0.0 ? 2.0 * sin(0.5 * kth_angle) : cuda::std::numeric_limits<double>::infinity();  // NaN: fewer than k
+  return fmin(kth + 2.0 * radius, limit_chord + radius) + cell_list_slack;
+}
+
+/// Pass `Fill` = false counts, true writes each cell's list: the entries (sorted positions) within
+/// cell_reach() of its centre, found by a walk of the float64 boxes (a thread per cell, its stack in
+/// registers and local memory). Counting stops past `most` entries: such a cell gets no list
+/// (cell_deferred).
+template <bool Fill>
+__global__ void __launch_bounds__(cell_threads)
+  tree_cell_lists(tree_view tree, cube_grid grid, double const* latitude, double const* longitude, double const* kth_angles, int k,
+                  double limit_chord, std::uint32_t most, std::uint32_t* counts, std::uint32_t const* offsets, cell_range* ranges,
+                  std::uint32_t* entries)
+{
+  std::size_t const cell = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (cell >= grid.cells()) { return; }
+  std::uint32_t begin = 0;
+  if constexpr (Fill) {
+    if (ranges[cell].begin == cell_deferred) { return; }
+    begin = offsets[cell];
+  }
+  vec4<double> const centre = unit_vector<double>(latitude[cell], longitude[cell], true);
+  double const reach =
+    cell_reach(grid, static_cast<std::uint32_t>(cell), centre, kth_angles[cell * static_cast<std::size_t>(k) + (k - 1)], limit_chord);
+  double const reach2 = reach * reach;
+  std::size_t const groups = *tree.group_count;
+  std::uint32_t count = 0;
+  std::uint32_t stack[tree_stack_depth];
+  int depth = 0;
+  std::size_t node = groups > 0 ? 1 : 0;
+  while (node != 0) {
+    tree_precise_node const box = tree.precise_nodes[node];
+    double const dx = fmax(fmax(box.low.x - centre.x, centre.x - box.high.x), 0.0);
+    double const dy = fmax(fmax(box.low.y - centre.y, centre.y - box.high.y), 0.0);
+    double const dz = fmax(fmax(box.low.z - centre.z, centre.z - box.high.z), 0.0);
+    if (fma(dx, dx, fma(dy, dy, dz * dz)) <= reach2) {
+      if (node < tree.leaves) {
+        stack[depth++] = static_cast<std::uint32_t>(2 * node + 1);
+        node = 2 * node;
+        continue;
+      }
+      std::size_t const first = (node - tree.leaves) * tree_leaf_size;
+      for (std::size_t at = first; at < min_of(first + tree_leaf_size, groups); ++at) {
+        if (chord2(centre.x, centre.y, centre.z, tree.precise_points[at]) <= reach2) {
+          if constexpr (Fill) { entries[begin + count] = static_cast<std::uint32_t>(at); }
+          ++count;
+        }
+      }
+      if (!Fill && count > most) { break; }
+    }
+    node = depth > 0 ? stack[--depth] : 0;
+  }
+  if constexpr (Fill) {
+    ranges[cell] = {begin, begin + count};
+  } else {
+    bool const listed = count <= most;
+    counts[cell] = listed ? count : 0u;
+    ranges[cell] = listed ? cell_range{0u, 0u} : cell_range{cell_deferred, cell_deferred};
+  }
+}
+
+/// Each observation's bucket, the key of the sort that puts them in cell order: its cell's among those
+/// without a list, [0, cells); among those with one, [cells, 2 cells); 2 cells for an invalid
+/// observation. Cells without a list come first, so that their observations are a prefix of the
+/// order, which the tree walk takes.
+template <class T>
+__global__ void tree_cell_buckets(points_ref<T> observations, std::size_t n, cube_grid grid, cell_range const* ranges,
+                                  std::uint32_t* buckets, std::uint32_t* ids)
+{
+  std::size_t const i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (i >= n) { return; }
+  double lat, lon;
+  std::uint32_t bucket = 2 * static_cast<std::uint32_t>(grid.cells());
+  if (load_point(observations, i, lat, lon)) {
+    std::uint32_t const cell = grid.cell_of(unit_vector<double>(lat, lon, true));
+    bucket = ranges[cell].begin == cell_deferred ? cell : static_cast<std::uint32_t>(grid.cells()) + cell;
+  }
+  buckets[i] = bucket;
+  ids[i] = static_cast<std::uint32_t>(i);
+}
+
+/// How many of the n sorted buckets are below `cells` (the observations of cells without a list): a
+/// binary search by one thread.
+static __global__ void tree_cell_deferred_count(std::uint32_t const* sorted_buckets, std::size_t n, std::uint32_t cells,
+                                                std::uint32_t* count)
+{
+  std::size_t low = 0, high = n;
+  while (low < high) {
+    std::size_t const middle = (low + high) / 2;
+    if (sorted_buckets[middle] < cells) {
+      low = middle + 1;
+    } else {
+      high = middle;
+    }
+  }
+  *count = static_cast<std::uint32_t>(low);
+}
+
+/// The k nearest references of the observations of cells with a list, and the rows of invalid
+/// observations: thread t takes observation order[t] for t from *listed_start on (the observations of
+/// cells without a list come before, for the tree walk). A warp holds observations of one cell, or
+/// two, so its threads read the same list entries (broadcasts). The float32 filter and float64
+/// ranking are the tree walk's (rank_entry), so the answers are the walk's.
+template <int K, class Index, class T>
+__global__ void __launch_bounds__(cell_threads)
+  tree_cell_search(points_ref<T> observations, std::size_t n, std::uint32_t const* order, std::uint32_t const* listed_start,
+                   tree_view tree, cube_grid grid, cell_range const* ranges, std::uint32_t const* entries,
+                   neighbors_ref<Index, T> result, int k, double limit, double scale)
+{
+  std::size_t const t = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (t >= n || t < *listed_start) { return; }
+  std::size_t const i = order[t];
+  double lat = 0.0, lon = 0.0;
+  bool const valid = load_point(observations, i, lat, lon);
+  knn_list<K> list(k, limit);
+  if (valid) {
+    vec4<double> const precise_p = unit_vector<double>(lat, lon, true);
+    cell_range const range = ranges[grid.cell_of(precise_p)];
+    float3 const p{static_cast<float>(precise_p.x), static_cast<float>(precise_p.y), static_cast<float>(precise_p.z)};
+    search_bounds bounds(list.worst());
+    // Batches of loads issued together (the list's entries, then their points), then the filter.
+    constexpr std::uint32_t batch = 8;
+    for (std::uint32_t e = range.begin; e < range.end; e += batch) {
+      std::uint32_t at[batch];
+      float4 q[batch];
+#pragma unroll
+      for (std::uint32_t s = 0; s < batch; ++s) { at[s] = entries[min_of(e + s, range.end - 1)]; }
+#pragma unroll
+      for (std::uint32_t s = 0; s < batch; ++s) { q[s] = tree.points[at[s]]; }
+      unsigned passed = 0;
+#pragma unroll
+      for (std::uint32_t s = 0; s < batch; ++s) {
+        bool const in = e + s < range.end && chord2(p.x, p.y, p.z, vec4<float>{q[s].x, q[s].y, q[s].z, 0.f}) <= bounds.upper;
+        passed |= in ? 1u << s : 0u;
+      }
+      while (passed != 0) {
+        int const s = __ffs(static_cast<int>(passed)) - 1;
+        passed &= passed - 1;
+        // The entry is read again, from L1: indexing at[] by s would put it in local memory.
+        rank_entry(tree, entries[e + static_cast<std::uint32_t>(s)], precise_p, list, bounds);
+      }
+    }
+  }
+  list.write(result, i, k, lat, lon, tree.coordinates, scale);
+  if (!valid && result.invalid_count != nullptr) { atomicAdd(result.invalid_count, 1ull); }
+}
+
+}  // namespace streamkit::detail
