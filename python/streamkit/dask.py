@@ -467,7 +467,7 @@ def _scale_block(block, extrema, token, feature_range, clip, inverse, backend):
         scaler = _block_scalers.get((token, place))
         if scaler is None:
             _block_scalers.clear()  # one fitted state per process: the latest
-            scaler = backend.MinMaxScaler(feature_range, clip=clip).fit(xp.asarray(extrema))
+            scaler = backend.MinMaxScaler(feature_range, clip=clip).fit(xp.asarray(_aligned(extrema)))
             _block_scalers[(token, place)] = scaler
     return scaler.inverse_transform(block) if inverse else scaler.transform(block)
 
