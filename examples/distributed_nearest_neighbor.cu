@@ -8,7 +8,8 @@
 // points and results live in the rank's GPU memory (views passed to update and query). Each rank
 // checks every answer of the last step against one search over the concatenation of all references
 // on its own GPU, and a sample against a float64 CPU brute force. Rank 0 prints per-step times
-// (slowest rank), exchange time and bytes, visits, and the load imbalance (largest rank over mean).
+// (slowest rank), exchange time and bytes, visits, the load imbalance (largest rank over mean), and
+// where the time went (last_exchange(): search, host loops, staging of device views).
 //
 //   mpirun -np 2 distributed_nearest_neighbor [--observations N] [--references M] [--k K] [--steps S]
 //                                              [--clustered] [--layout replicated|sharded|both]
@@ -175,6 +176,9 @@ std::size_t run(settings const& s, dist::reference_layout layout, dist::rank_inf
     device_angle = streamkit::device_buffer<double>(n * s.k, copies.ref());
   }
   std::vector<double> step_ms, update_exchange_ms, query_exchange_ms;
+  // Where the slowest rank's time went, per step (ms): update's search (the tree's build) and host
+  // loops, query's search, host loops and staging of device views.
+  std::vector<double> update_search_ms, update_host_ms, update_staging_ms, query_search_ms, query_host_ms, query_staging_ms;
   std::uint64_t update_bytes = 0, query_bytes = 0, visits = 0, sent = 0;
   double held_imbalance = 1, searched_imbalance = 1;
   for (std::size_t step = 0; step <= s.steps; ++step) {
@@ -205,6 +209,12 @@ std::size_t run(settings const& s, dist::reference_layout layout, dist::rank_inf
     step_ms.push_back(ms);
     update_exchange_ms.push_back(max_over_ranks(updated.seconds * 1e3));
     query_exchange_ms.push_back(max_over_ranks(queried.seconds * 1e3));
+    update_search_ms.push_back(max_over_ranks(updated.search_seconds * 1e3));
+    update_host_ms.push_back(max_over_ranks(updated.host_seconds * 1e3));
+    update_staging_ms.push_back(max_over_ranks(updated.staging_seconds * 1e3));
+    query_search_ms.push_back(max_over_ranks(queried.search_seconds * 1e3));
+    query_host_ms.push_back(max_over_ranks(queried.host_seconds * 1e3));
+    query_staging_ms.push_back(max_over_ranks(queried.staging_seconds * 1e3));
     update_bytes = sum_over_ranks(updated.bytes_sent);
     query_bytes = sum_over_ranks(queried.bytes_sent);
     visits = sum_over_ranks(queried.visits);
@@ -248,6 +258,9 @@ std::size_t run(settings const& s, dist::reference_layout layout, dist::rank_inf
                 s.device_resident ? " device-resident" : "", median(step_ms), step_ms.size(), median(update_exchange_ms),
                 update_bytes / 1e6, median(query_exchange_ms), query_bytes / 1e6, static_cast<unsigned long long>(sent),
                 static_cast<unsigned long long>(visits), held_imbalance, searched_imbalance, wrong_everywhere);
+    std::printf("  phases (ms, slowest rank, median): update search %.3f host %.3f staging %.3f; query search %.3f host %.3f staging %.3f\n",
+                median(update_search_ms), median(update_host_ms), median(update_staging_ms), median(query_search_ms), median(query_host_ms),
+                median(query_staging_ms));
   }
   return wrong;
 }

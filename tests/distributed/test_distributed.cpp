@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <numeric>
 #include <cstdint>
@@ -495,6 +496,102 @@ TEST(DistributedNearest, RanksThatDisagreeOnTheLayoutAllThrow)
 {
   auto const layout = me().rank == 0 ? dist::reference_layout::sharded : dist::reference_layout::replicated;
   EXPECT_THROW(dist::distributed_nearest<cpu_search>(world, layout), std::invalid_argument);
+}
+
+namespace {
+
+/// distributed_nearest's staging hooks, as distributed_gpu_nearest uses them.
+class staged_search : public dist::distributed_nearest<cpu_search> {
+ public:
+  using distributed_nearest::distributed_nearest;
+  using distributed_nearest::query_in_parts;
+  using distributed_nearest::update_in_parts;
+};
+
+/// Rows that land in the arrays the search reads only when arrive() asks for them (NaN until then: an
+/// invalid point, so a row read before it arrives gives a wrong answer), and results copied out when
+/// leave() says they are final; every row's arrivals and departures counted.
+struct copying_rows {
+  point_set const* from;
+  point_set* to;
+  std::int64_t const* index;
+  double const* angle;
+  std::int64_t* index_out;
+  double* angle_out;
+  std::size_t k;
+  std::vector<std::atomic<int>>* arrived;
+  std::vector<std::atomic<int>>* left;
+
+  void arrive(std::size_t begin, std::size_t end) const
+  {
+    for (std::size_t i = begin; i < end; ++i) {
+      to->latitude[i] = from->latitude[i], to->longitude[i] = from->longitude[i];
+      ++(*arrived)[i];
+    }
+  }
+  void leave(std::size_t begin, std::size_t end) const
+  {
+    for (std::size_t i = begin; i < end; ++i) {
+      std::copy_n(index + i * k, k, index_out + i * k);
+      std::copy_n(angle + i * k, k, angle_out + i * k);
+      ++(*left)[i];
+    }
+  }
+};
+
+std::vector<std::atomic<int>> counters(std::size_t count)
+{
+  std::vector<std::atomic<int>> c(count);
+  for (auto& x : c) { x = 0; }
+  return c;
+}
+
+std::size_t rows_not_once(std::vector<std::atomic<int>> const& c)
+{
+  return static_cast<std::size_t>(std::count_if(c.begin(), c.end(), [](std::atomic<int> const& x) { return x != 1; }));
+}
+
+}  // namespace
+
+TEST(DistributedNearest, StagedRowsArriveBeforeTheyAreReadAndLeaveFinal)
+{
+  auto const info = me();
+  std::size_t const k = 3;
+  auto const reference_count = [&](int r) -> std::size_t { return info.size == 3 && r == 1 ? 0 : 140 + 50 * static_cast<std::size_t>(r); };
+  point_set const refs = points_of(info.rank, info.size, reference_count(info.rank), false, 5);
+  point_set obs = points_of(info.rank, info.size, 80 + 9 * static_cast<std::size_t>(info.rank), false, 6);
+  obs.latitude[0] = std::numeric_limits<double>::quiet_NaN();  // an invalid observation
+  std::size_t const n = obs.latitude.size(), m = refs.latitude.size();
+  double const nan = std::numeric_limits<double>::quiet_NaN();
+  for (auto layout : {dist::reference_layout::replicated, dist::reference_layout::sharded}) {
+    SCOPED_TRACE(static_cast<int>(layout));
+    staged_search search(world, layout);
+    point_set landed_refs{std::vector<double>(m, nan), std::vector<double>(m, nan)};
+    auto ref_arrivals = counters(m), unused = counters(0);
+    search.update_in_parts(landed_refs.latitude.data(), landed_refs.longitude.data(), m,
+                           copying_rows{&refs, &landed_refs, nullptr, nullptr, nullptr, nullptr, 0, &ref_arrivals, &unused});
+    EXPECT_EQ(rows_not_once(ref_arrivals), 0u);
+
+    point_set landed{std::vector<double>(n, nan), std::vector<double>(n, nan)};
+    std::vector<std::int64_t> index(n * k, -7), index_out(n * k, -9);
+    std::vector<double> angle(n * k, -7.0), angle_out(n * k, -9.0);
+    auto arrivals = counters(n), departures = counters(n);
+    search.query_in_parts(landed.latitude.data(), landed.longitude.data(), n, k, index.data(), angle.data(),
+                          copying_rows{&obs, &landed, index.data(), angle.data(), index_out.data(), angle_out.data(), k, &arrivals, &departures});
+    EXPECT_EQ(rows_not_once(arrivals), 0u);
+    EXPECT_EQ(rows_not_once(departures), 0u);
+    EXPECT_EQ(index_out, index);  // final when they left
+    for (std::size_t e = 0; e < n * k; ++e) {
+      EXPECT_TRUE(angle_out[e] == angle[e] || (std::isnan(angle_out[e]) && std::isnan(angle[e]))) << "entry " << e;
+    }
+    cpu_search single;  // and they are the one search's over the concatenation
+    point_set const all = all_points(info.size, reference_count, false, 5);
+    single.prepare(all.latitude.data(), all.longitude.data(), all.latitude.size());
+    std::vector<std::int64_t> want(n * k);
+    std::vector<double> want_angle(n * k);
+    single.search(obs.latitude.data(), obs.longitude.data(), n, k, want.data(), want_angle.data());
+    EXPECT_EQ(index_out, want);
+  }
 }
 
 namespace {

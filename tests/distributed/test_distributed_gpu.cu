@@ -103,8 +103,19 @@ std::vector<T> download(T const* device, std::size_t count, streamkit::stream_re
   return host;
 }
 
-/// Device views in and out (references too; a result row stride above k, poisoned) give what the host
-/// arrays give, bit for bit; in the replicated layout nothing is staged through the host.
+/// Where a case puts the observations and the results.
+struct view_case {
+  char const* name;
+  bool observations_on_device, interleaved_observations, results_on_device;
+  std::size_t extra_stride;  // result row stride k + this
+  std::size_t staging_chunk;  // rows per staged copy (small: many chunks)
+  bool rank_zero_only;        // the other ranks' views on the host (ranks mixing views)
+};
+
+/// Device views in and out (references too, interleaved: a stride-2 view) give what the host arrays
+/// give, bit for bit: observations separate or interleaved, results dense or strided (the padding
+/// poisoned and left alone), either side alone on the device (the other staged), many staging chunks,
+/// and ranks that mix device and host views.
 void check_device_views(dist::reference_layout layout, std::size_t k)
 {
   auto const info = me();
@@ -113,7 +124,7 @@ void check_device_views(dist::reference_layout layout, std::size_t k)
   point_set const refs = points_of(info.rank, info.size, reference_count(info.rank), false, 13);
   point_set obs = points_of(info.rank, info.size, 1500 + 111 * static_cast<std::size_t>(info.rank), false, 14);
   obs.latitude[0] = std::numeric_limits<double>::quiet_NaN();
-  std::size_t const n = obs.latitude.size(), m = refs.latitude.size(), stride = k + 3;
+  std::size_t const n = obs.latitude.size(), m = refs.latitude.size();
 
   auto search = dist::make_distributed_gpu_nearest(world, layout);
   search.update(refs.latitude.data(), refs.longitude.data(), m);
@@ -122,36 +133,70 @@ void check_device_views(dist::reference_layout layout, std::size_t k)
   search.query(obs.latitude.data(), obs.longitude.data(), n, k, want.data(), want_angle.data());
 
   streamkit::stream const s(rank_device());
-  std::vector<double> interleaved;  // references as (lat, lon) pairs: a stride-2 view
-  for (std::size_t i = 0; i < m; ++i) { interleaved.push_back(refs.latitude[i]), interleaved.push_back(refs.longitude[i]); }
-  auto const device_refs = upload(interleaved, s.ref());
+  auto const interleave = [](point_set const& p) {
+    std::vector<double> pairs;
+    for (std::size_t i = 0; i < p.latitude.size(); ++i) { pairs.push_back(p.latitude[i]), pairs.push_back(p.longitude[i]); }
+    return pairs;
+  };
+  auto const device_refs = upload(interleave(refs), s.ref());
+  auto const device_pairs = upload(interleave(obs), s.ref());
   auto const device_lat = upload(obs.latitude, s.ref()), device_lon = upload(obs.longitude, s.ref());
-  streamkit::device_buffer<std::int64_t> index(n * stride, s.ref());
-  streamkit::device_buffer<double> angle(n * stride, s.ref());
-  STREAMKIT_CUDA_TRY(cudaMemsetAsync(index.data(), 0x5a, index.size() * sizeof(std::int64_t), s.ref().value()));  // poison
-  STREAMKIT_CUDA_TRY(cudaMemsetAsync(angle.data(), 0x5a, angle.size() * sizeof(double), s.ref().value()));
-  s.sync();
-  search.update(streamkit::points_ref<double>::interleaved(m > 0 ? device_refs.data() : nullptr, m));
-  EXPECT_EQ(search.size(), all_points(info.size, reference_count, false, 13).latitude.size());
-  search.query(streamkit::points_ref<double>::separate(device_lat.data(), device_lon.data(), n),
-               streamkit::neighbors_ref<std::int64_t, double>{index.data(), angle.data(), n, k, stride});
-  auto const got = download(index.data(), index.size(), s.ref());
-  auto const got_angle = download(angle.data(), angle.size(), s.ref());
-  std::size_t differing = 0, overwritten = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    for (std::size_t j = 0; j < stride; ++j) {
-      std::int64_t poison_index;
-      std::memset(&poison_index, 0x5a, sizeof poison_index);
-      if (j >= k) {
-        overwritten += got[i * stride + j] != poison_index;
-        continue;
-      }
-      differing += got[i * stride + j] != want[i * k + j] || std::memcmp(&got_angle[i * stride + j], &want_angle[i * k + j], sizeof(double)) != 0;
+  std::int64_t poison_index;
+  std::memset(&poison_index, 0x5a, sizeof poison_index);
+
+  std::size_t const default_chunk = dist::distributed_gpu_nearest::staging_chunk;
+  for (view_case c : {view_case{"both on the device, strided results", true, false, true, 3, default_chunk, false},
+                      view_case{"interleaved observations, dense results, 256-row chunks", true, true, true, 0, 256, false},
+                      view_case{"observations on the device, results on the host", true, false, false, 0, 100, false},
+                      view_case{"observations on the host, strided results on the device", false, false, true, 2, 100, false},
+                      view_case{"rank 0's views on the device, the others' host arrays", true, false, true, 0, default_chunk, true}}) {
+    SCOPED_TRACE(c.name);
+    if (c.rank_zero_only && info.rank != 0) { c.observations_on_device = c.results_on_device = false; }
+    search.set_staging_chunk(c.staging_chunk);
+    std::size_t const stride = k + c.extra_stride;
+    streamkit::device_buffer<std::int64_t> index(n * stride, s.ref());
+    streamkit::device_buffer<double> angle(n * stride, s.ref());
+    std::vector<std::int64_t> host_index(n * stride, poison_index);
+    std::vector<double> host_angle(n * stride);
+    std::memset(host_angle.data(), 0x5a, host_angle.size() * sizeof(double));
+    STREAMKIT_CUDA_TRY(cudaMemsetAsync(index.data(), 0x5a, index.size() * sizeof(std::int64_t), s.ref().value()));  // poison
+    STREAMKIT_CUDA_TRY(cudaMemsetAsync(angle.data(), 0x5a, angle.size() * sizeof(double), s.ref().value()));
+    s.sync();
+    bool const arrays = c.rank_zero_only && info.rank != 0;  // host arrays beside rank 0's device views
+    if (arrays) {
+      search.update(refs.latitude.data(), refs.longitude.data(), m);
+    } else {
+      search.update(streamkit::points_ref<double>::interleaved(m > 0 ? device_refs.data() : nullptr, m));
     }
+    EXPECT_EQ(search.size(), all_points(info.size, reference_count, false, 13).latitude.size());
+    auto const observations = !c.observations_on_device     ? streamkit::points_ref<double>::separate(obs.latitude.data(), obs.longitude.data(), n)
+                              : c.interleaved_observations ? streamkit::points_ref<double>::interleaved(device_pairs.data(), n)
+                                                           : streamkit::points_ref<double>::separate(device_lat.data(), device_lon.data(), n);
+    if (arrays) {
+      search.query(obs.latitude.data(), obs.longitude.data(), n, k, host_index.data(), host_angle.data());
+    } else {
+      search.query(observations, streamkit::neighbors_ref<std::int64_t, double>{c.results_on_device ? index.data() : host_index.data(),
+                                                                                 c.results_on_device ? angle.data() : host_angle.data(), n, k,
+                                                                                 stride});
+    }
+    auto const got = c.results_on_device ? download(index.data(), index.size(), s.ref()) : host_index;
+    auto const got_angle = c.results_on_device ? download(angle.data(), angle.size(), s.ref()) : host_angle;
+    std::size_t differing = 0, overwritten = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t j = 0; j < stride; ++j) {
+        if (j >= k) {
+          overwritten += got[i * stride + j] != poison_index;
+          continue;
+        }
+        differing +=
+          got[i * stride + j] != want[i * k + j] || std::memcmp(&got_angle[i * stride + j], &want_angle[i * k + j], sizeof(double)) != 0;
+      }
+    }
+    EXPECT_EQ(differing, 0u) << "layout " << static_cast<int>(layout) << ", k " << k;
+    EXPECT_EQ(overwritten, 0u);
+    EXPECT_EQ(got[0], -1);
+    EXPECT_GE(search.last_exchange().staging_seconds, 0.0);
   }
-  EXPECT_EQ(differing, 0u) << "layout " << static_cast<int>(layout) << ", k " << k;
-  EXPECT_EQ(overwritten, 0u);
-  EXPECT_EQ(got[0], -1);
 }
 
 }  // namespace

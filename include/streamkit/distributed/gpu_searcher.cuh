@@ -7,12 +7,16 @@
 ///
 /// `distributed_gpu_nearest` puts the two together and also takes views (points_ref,
 /// neighbors_ref) in host or device memory: observations and results in the device memory of the
-/// rank's GPU stay there in the replicated layout (no host copy at all); the sharded layout and
-/// update() stage device data through page-locked host buffers, whose exchange is host to host.
+/// rank's GPU stay there in the replicated layout and on one rank (no host copy at all); the sharded
+/// layout and update() stage device data through page-locked host buffers, whose exchange is host to
+/// host: the copies run in chunks on a stream of their own, the host's work on each chunk starting
+/// as it lands and each part of the results going back as soon as it is final.
 /// make_distributed_gpu_nearest() picks each rank's GPU from its rank on the node (default_device()).
 
 #include <streamkit/distributed/communicator.hpp>
+#include <streamkit/distributed/detail/staging_kernels.cuh>
 #include <streamkit/distributed/nearest_neighbor.hpp>
+#include <streamkit/memory/device_buffer.hpp>
 #include <streamkit/multi_gpu/dispatcher.hpp>
 #include <streamkit/memory/pinned_buffer.hpp>
 #include <streamkit/multi_gpu/nearest_neighbor_dispatch.cuh>
@@ -110,8 +114,11 @@ class gpu_searcher {
   }
 
   std::unique_ptr<dispatcher> workers_;  // stable address: the index refers to it
+  // search_on_device()'s stream (stable across moves); before the index, whose workspace a search on
+  // the device ties to it: destroyed after that workspace is freed (H200: cudaFreeAsync on the
+  // destroyed stream crashed at exit).
+  std::unique_ptr<stream> device_stream_;
   std::unique_ptr<multi_gpu_nearest_neighbor<double>> index_;
-  std::unique_ptr<stream> device_stream_;  // search_on_device()'s (movable searcher)
   nearest_scratch scratch_;
   std::size_t count_ = 0;
 };
@@ -122,56 +129,109 @@ class gpu_searcher {
 class distributed_gpu_nearest : public distributed_nearest<gpu_searcher> {
  public:
   using distributed_nearest<gpu_searcher>::distributed_nearest;
-  using distributed_nearest<gpu_searcher>::update;
-  using distributed_nearest<gpu_searcher>::query;
+
+  /// distributed_nearest's update() of packed host arrays, through the view below (so that ranks
+  /// passing arrays and ranks passing views make the same collective calls).
+  void update(double const* latitude, double const* longitude, std::size_t count)
+  {
+    update(points_ref<double>::separate(latitude, longitude, count));
+  }
+  /// distributed_nearest's query() of packed host arrays, through the views below.
+  void query(double const* latitude, double const* longitude, std::size_t count, std::size_t k, std::int64_t* index, double* angle)
+  {
+    query(points_ref<double>::separate(latitude, longitude, count), neighbors_ref<std::int64_t, double>::dense(index, angle, count, k));
+  }
+
+  /// Rows per copy of a staged view unless set_staging_chunk() says otherwise: the host starts on a
+  /// chunk's rows while the next ones copy.
+  static constexpr std::size_t staging_chunk = std::size_t{1} << 20;
+
+  /// Rows per copy of a staged view (at least 1).
+  void set_staging_chunk(std::size_t rows)
+  {
+    STREAMKIT_EXPECTS(rows > 0, std::invalid_argument, "distributed_gpu_nearest::set_staging_chunk: at least one row per copy");
+    chunk_rows_ = rows;
+  }
 
   /// Replaces the references with this rank's part: a view (radians; any stride) in host memory or
-  /// in the device memory of the rank's GPU (copied to a page-locked host buffer first). Collective.
+  /// in the device memory of the rank's GPU (copied to a page-locked host buffer in chunks, the
+  /// host's work on each chunk starting as it lands). Ranks may mix host and device views.
+  /// Collective.
   void update(points_ref<double> references)
   {
-    expect_radians(references.unit, "references");
-    if (packed_on_host(references)) {
-      update(references.latitude, references.longitude, references.count);
-      return;
-    }
-    run_everywhere(communicator(), "distributed_gpu_nearest::update", [&] { stage(references, staged_references_); });
-    update(staged_references_.data(), staged_references_.data() + references.count, references.count);
+    std::size_t const n = references.count;
+    bool staged = false;
+    double const start = MPI_Wtime();
+    run_everywhere(communicator(), "distributed_gpu_nearest::update", [&] {  // the same collectives on every rank, whatever its views
+      expect_radians(references.unit, "references");
+      staged = !packed_on_host(references);
+      if (staged) { stage_in(references, staged_references_); }
+    });
+    double const enqueued = MPI_Wtime() - start;
+    update_in_parts(staged ? staged_references_.data() : references.latitude, staged ? staged_references_.data() + n : references.longitude,
+                    n, staged_rows{this, staged, nullptr});
+    stats().staging_seconds += enqueued;
   }
 
   /// The k = result.k nearest references (global ids, angles in radians) of this rank's observations
   /// (radians), in their order. Views in host memory or in the device memory of the rank's GPU, any
-  /// stride. Replicated with both views on the GPU: searched there, nothing crosses PCIe. Otherwise
-  /// device views are staged through page-locked host buffers around the host query. Collective.
+  /// stride; ranks may mix them. Both views on the GPU, replicated or on one rank: searched there,
+  /// nothing crosses PCIe. Otherwise device views are staged through page-locked host buffers in
+  /// chunks: the host's work on the observations starts as the first chunk lands, and each part of
+  /// the results is copied back as soon as the host has it. Collective.
   void query(points_ref<double> observations, neighbors_ref<std::int64_t, double> result)
   {
-    expect_radians(observations.unit, "observations");
     std::size_t const n = observations.count, k = result.k;
-    bool const on_device = on_my_device(observations.latitude) && on_my_device(observations.longitude) && on_my_device(result.index) &&
-                           (result.distance == nullptr || on_my_device(result.distance));
-    if (layout() == reference_layout::replicated && on_device) {
+    bool direct = false, host_in = true, host_out = true;
+    double const start = MPI_Wtime();
+    run_everywhere(communicator(), "distributed_gpu_nearest::query", [&] {  // the same collectives on every rank, whatever its views
+      expect_radians(observations.unit, "observations");
+      bool const on_device = on_my_device(observations.latitude) && on_my_device(observations.longitude) && on_my_device(result.index) &&
+                             (result.distance == nullptr || on_my_device(result.distance));
+      // One rank's shard holds every reference in global-id order, so its local ids are the global ones.
+      direct = on_device && (layout() == reference_layout::replicated || ranks() == 1);
+      host_in = direct || packed_on_host(observations);
+      host_out = direct || (result.stride == k && result.distance != nullptr && host_memory(result.index) && host_memory(result.distance));
+      if (!host_in) { stage_in(observations, staged_observations_); }
+      if (!host_out) { prepare_stage_out(result, n); }
+    });
+    double const enqueued = MPI_Wtime() - start;
+    if (direct) {
       begin_query(k);
       replicated_query(n, [&] { searcher().search_on_device(observations, result); });
-      return;
+    } else {
+      query_in_parts(host_in ? observations.latitude : staged_observations_.data(),
+                     host_in ? observations.longitude : staged_observations_.data() + n, n, k,
+                     host_out ? result.index : staged_index_.data(), host_out ? result.distance : staged_angle_.data(),
+                     staged_rows{this, !host_in, host_out ? nullptr : &result});
     }
-    bool const host_in = packed_on_host(observations);
-    bool const host_out = result.stride == k && result.distance != nullptr && host_memory(result.index) && host_memory(result.distance);
-    run_everywhere(communicator(), "distributed_gpu_nearest::query", [&] {
-      if (!host_in) { stage(observations, staged_observations_); }
-      if (!host_out) { grow(staged_index_, n * k), grow(staged_angle_, n * k); }
+    double const returned = MPI_Wtime();
+    run_everywhere(communicator(), "distributed_gpu_nearest::query", [&] {  // the last parts' copies back
+      if (!host_out) { staging_stream_->sync(); }
     });
-    double const* const latitude = host_in ? observations.latitude : staged_observations_.data();
-    double const* const longitude = host_in ? observations.longitude : staged_observations_.data() + n;
-    query(latitude, longitude, n, k, host_out ? result.index : staged_index_.data(), host_out ? result.distance : staged_angle_.data());
-    if (host_out) { return; }
-    run_everywhere(communicator(), "distributed_gpu_nearest::query", [&] {
-      device_guard const guard(searcher().device());
-      copy_rows(result.index, result.stride, staged_index_.data(), n, k);
-      if (result.distance != nullptr) { copy_rows(result.distance, result.stride, staged_angle_.data(), n, k); }
-      STREAMKIT_CUDA_TRY(cudaStreamSynchronize(nullptr));
-    });
+    stats().staging_seconds += enqueued + (MPI_Wtime() - returned);
   }
 
  private:
+  /// distributed_nearest's staging hooks (update_in_parts, query_in_parts) over this object's
+  /// chunked copies: arrive() waits for the chunks holding the rows (unless `copying` is false: the
+  /// rows are host arrays already); leave() enqueues the copy of result rows back (with `result`
+  /// null: none, the results are the host arrays).
+  struct staged_rows {
+    distributed_gpu_nearest* owner;
+    bool copying;
+    neighbors_ref<std::int64_t, double> const* result;
+
+    void arrive(std::size_t begin, std::size_t end) const
+    {
+      if (copying && end > begin) { owner->arrivals_[(end - 1) / owner->chunk_rows_].sync(); }
+    }
+    void leave(std::size_t begin, std::size_t end) const
+    {
+      if (result != nullptr && end > begin) { owner->stage_out(*result, begin, end); }
+    }
+  };
+
   static void expect_radians(angle_unit unit, char const* what)
   {
     STREAMKIT_EXPECTS(unit == angle_unit::radians, std::invalid_argument, std::string(what) + ": the distributed search takes radians");
@@ -196,34 +256,103 @@ class distributed_gpu_nearest : public distributed_nearest<gpu_searcher> {
                           std::to_string(searcher().device()));
     return true;
   }
-  /// The points packed into `to` (latitudes, then longitudes), from host or device memory; waits.
-  void stage(points_ref<double> const& points, pinned_buffer<double>& to)
+  /// The staging stream and its scratch, made at the first staged call.
+  void prepare_staging()
+  {
+    if (!staging_stream_) { staging_stream_ = std::make_unique<stream>(searcher().device()); }
+  }
+  /// Enqueues the copies of the points into `to` (latitudes, then longitudes), chunk by chunk, each
+  /// chunk's end recorded in arrivals_; a strided device view is packed on the GPU first. Returns
+  /// without waiting.
+  void stage_in(points_ref<double> const& points, pinned_buffer<double>& to)
   {
     std::size_t const n = points.count;
     grow(to, 2 * n);
     if (n == 0) { return; }
     device_guard const guard(searcher().device());
-    for (auto [from, at] : {std::pair{points.latitude, std::size_t{0}}, std::pair{points.longitude, n}}) {
-      STREAMKIT_CUDA_TRY(cudaMemcpy2DAsync(to.data() + at, sizeof(double), from, points.stride * sizeof(double), sizeof(double), n,
-                                           cudaMemcpyDefault, nullptr));
+    prepare_staging();
+    stream_ref const s = staging_stream_->ref();
+    bool const strided_device = points.stride != 1 && (!host_memory(points.latitude) || !host_memory(points.longitude));
+    if (strided_device && packed_.size() < 2 * n) { packed_ = device_buffer<double>(2 * n, s); }
+    std::size_t const chunks = (n + chunk_rows_ - 1) / chunk_rows_;
+    while (arrivals_.size() < chunks) { arrivals_.emplace_back(searcher().device()); }
+    for (std::size_t c = 0; c < chunks; ++c) {
+      std::size_t const begin = c * chunk_rows_, rows = std::min(chunk_rows_, n - begin);
+      for (auto [from, at] : {std::pair{points.latitude, std::size_t{0}}, std::pair{points.longitude, n}}) {
+        double const* source = from + begin * points.stride;
+        if (points.stride == 1) {
+          STREAMKIT_CUDA_TRY(cudaMemcpyAsync(to.data() + at + begin, source, rows * sizeof(double), cudaMemcpyDefault, s.value()));
+        } else if (host_memory(from)) {
+          STREAMKIT_CUDA_TRY(cudaMemcpy2DAsync(to.data() + at + begin, sizeof(double), source, points.stride * sizeof(double), sizeof(double),
+                                               rows, cudaMemcpyDefault, s.value()));
+        } else {
+          detail::launch_copy_strided_rows(source, points.stride, packed_.data() + at + begin, 1, rows, 1, s);
+          STREAMKIT_CUDA_TRY(cudaMemcpyAsync(to.data() + at + begin, packed_.data() + at + begin, rows * sizeof(double), cudaMemcpyDefault,
+                                             s.value()));
+        }
+      }
+      arrivals_[c].record(s);
     }
-    STREAMKIT_CUDA_TRY(cudaStreamSynchronize(nullptr));
+  }
+  /// Page-locked results and, for a strided device view, the device rows they go through.
+  void prepare_stage_out(neighbors_ref<std::int64_t, double> const& result, std::size_t n)
+  {
+    std::size_t const k = result.k;
+    grow(staged_index_, n * k), grow(staged_angle_, n * k);
+    device_guard const guard(searcher().device());
+    prepare_staging();
+    if (result.stride != k && !host_memory(result.index)) {
+      if (unpacked_index_.size() < n * k) { unpacked_index_ = device_buffer<std::int64_t>(n * k, staging_stream_->ref()); }
+      if (result.distance != nullptr && unpacked_angle_.size() < n * k) {
+        unpacked_angle_ = device_buffer<double>(n * k, staging_stream_->ref());
+      }
+    }
+  }
+  /// Enqueues the copy of result rows [begin, end) to `result` (any thread; returns without waiting).
+  void stage_out(neighbors_ref<std::int64_t, double> const& result, std::size_t begin, std::size_t end)
+  {
+    device_guard const guard(searcher().device());
+    stream_ref const s = staging_stream_->ref();
+    copy_rows_out(result.index, result.stride, staged_index_.data(), unpacked_index_.data(), begin, end, result.k, s);
+    if (result.distance != nullptr) {
+      copy_rows_out(result.distance, result.stride, staged_angle_.data(), unpacked_angle_.data(), begin, end, result.k, s);
+    }
+  }
+  /// Rows [begin, end) of k values from page-locked `from` (dense) to `to` (rows `stride` apart): one
+  /// copy when dense or in host memory, else through the dense device rows `through` and a kernel.
+  template <class T>
+  static void copy_rows_out(T* to, std::size_t stride, T const* from, T* through, std::size_t begin, std::size_t end, std::size_t k,
+                            stream_ref s)
+  {
+    std::size_t const rows = end - begin;
+    T const* const source = from + begin * k;
+    if (stride == k) {
+      STREAMKIT_CUDA_TRY(cudaMemcpyAsync(to + begin * k, source, rows * k * sizeof(T), cudaMemcpyDefault, s.value()));
+      return;
+    }
+    if (host_memory(to)) {
+      STREAMKIT_CUDA_TRY(cudaMemcpy2DAsync(to + begin * stride, stride * sizeof(T), source, k * sizeof(T), k * sizeof(T), rows,
+                                           cudaMemcpyDefault, s.value()));
+      return;
+    }
+    STREAMKIT_CUDA_TRY(cudaMemcpyAsync(through + begin * k, source, rows * k * sizeof(T), cudaMemcpyDefault, s.value()));
+    detail::launch_copy_strided_rows(through + begin * k, k, to + begin * stride, stride, rows, k, s);
   }
   template <class T>
   static void grow(pinned_buffer<T>& buffer, std::size_t count)
   {
     if (buffer.size() < count) { buffer = pinned_buffer<T>(count); }
   }
-  template <class T>
-  static void copy_rows(T* to, std::size_t stride, T const* from, std::size_t n, std::size_t k)
-  {
-    if (n == 0) { return; }
-    STREAMKIT_CUDA_TRY(cudaMemcpy2DAsync(to, stride * sizeof(T), from, k * sizeof(T), k * sizeof(T), n, cudaMemcpyDefault, nullptr));
-  }
 
   pinned_buffer<double> staged_references_, staged_observations_;
   pinned_buffer<std::int64_t> staged_index_;
   pinned_buffer<double> staged_angle_;
+  std::size_t chunk_rows_ = staging_chunk;
+  std::unique_ptr<stream> staging_stream_;  // copies of staged views (made at the first)
+  std::vector<event> arrivals_;             // [chunk]: its rows are in the page-locked buffer
+  device_buffer<double> packed_;            // a strided device view, packed
+  device_buffer<std::int64_t> unpacked_index_;
+  device_buffer<double> unpacked_angle_;
 };
 
 /// A distributed_gpu_nearest over `comm` whose ranks each use one GPU: `device`, or by default

@@ -69,7 +69,11 @@ struct exchange_stats {
   std::uint64_t visits = 0;                 ///< sharded queries: of those, sent on by this rank as owner to other ranks within reach
   std::uint64_t observations_searched = 0;  ///< queries: observations this rank's searcher searched (own, owned, visiting)
   std::uint64_t references_held = 0;        ///< references this rank searches (its shard; replicated: all)
-  double seconds = 0;                       ///< wall time in the exchange's collectives
+  // Where this rank's wall time went (seconds; their sum is the call's time but for the agreement checks):
+  double seconds = 0;                       ///< in the exchange's collectives (waiting for slower ranks included)
+  double search_seconds = 0;                ///< in this rank's searcher: update, its prepare(); query, its searches
+  double host_seconds = 0;                  ///< in the host loops: keys, splitters, routing, packing, merging, placing results
+  double staging_seconds = 0;               ///< distributed_gpu_nearest: device views copied to and from page-locked buffers, not hidden behind other work
 };
 
 namespace detail {
@@ -89,6 +93,13 @@ inline bool nearer(candidate const& a, candidate const& b)
   return a.angle < b.angle || (a.angle == b.angle && a.id < b.id);
 }
 
+/// The staging of callers whose rows are already in the host arrays (see distributed_nearest's
+/// update_in_parts()): nothing to wait for, nothing to send back.
+struct host_rows {
+  void arrive(std::size_t, std::size_t) const {}
+  void leave(std::size_t, std::size_t) const {}
+};
+
 /// Merges `other` (k candidates, nearest first, from another shard) into `index`/`angle` (k, nearest
 /// first) in place, keeping the k nearest: both lists are ordered as nearer() orders, and no id is in
 /// both, so this is the k smallest of their union.
@@ -105,6 +116,14 @@ inline void merge_nearest(std::int64_t* index, double* angle, std::int64_t const
     index[j] = found ? merged[j].id : -1;
     angle[j] = found ? merged[j].angle : std::numeric_limits<double>::quiet_NaN();
   }
+}
+
+/// Adds the wall time since `mark` to `into` and moves `mark` to now (the phases of exchange_stats).
+inline void lap(double& mark, double& into)
+{
+  double const now = MPI_Wtime();
+  into += now - mark;
+  mark = now;
 }
 
 /// `count` as an MPI count. @throws std::length_error beyond 2^31 - 1.
@@ -169,13 +188,7 @@ class distributed_nearest {
   /// all-gather of key samples, one all-to-all of the references). Collective.
   void update(double const* latitude, double const* longitude, std::size_t count)
   {
-    stats_ = {};
-    offsets_ = global_offsets(comm_, count);
-    if (layout_ == reference_layout::replicated) {
-      replicate(latitude, longitude, count);
-    } else {
-      repartition(latitude, longitude, count);
-    }
+    update_in_parts(latitude, longitude, count, detail::host_rows{});
   }
 
   /// The k nearest references (global ids, angles in radians) of this rank's `count` observations
@@ -183,17 +196,7 @@ class distributed_nearest {
   /// k), in the observations' order. Collective.
   void query(double const* latitude, double const* longitude, std::size_t count, std::size_t k, std::int64_t* index, double* angle)
   {
-    begin_query(k);
-    if (layout_ == reference_layout::replicated) {
-      replicated_query(count, [&] { searcher_.search(latitude, longitude, count, k, index, angle); });
-      return;
-    }
-    if (info_.size == 1) {  // one shard holding every reference: nothing to route
-      search_shard(latitude, longitude, count, k, index, angle);
-      stats_.observations_searched = count;
-      return;
-    }
-    sharded_query(latitude, longitude, count, k, index, angle);
+    query_in_parts(latitude, longitude, count, k, index, angle, detail::host_rows{});
   }
 
   /// The number of references over all ranks (after an update()).
@@ -215,6 +218,58 @@ class distributed_nearest {
   [[nodiscard]] std::vector<detail::keyed_id> const& splitters() const noexcept { return splitters_; }
 
  protected:
+  /// update() for a caller that moves the rows into the host arrays while the call runs (device
+  /// views staged through page-locked buffers): `staging.arrive(begin, end)` returns once rows
+  /// [begin, end) are there, and is called before they are read, on the host threads (several at
+  /// once), inside a collective (an exception in it reaches every rank).
+  template <class Staging>
+  void update_in_parts(double const* latitude, double const* longitude, std::size_t count, Staging const& staging)
+  {
+    stats_ = {};
+    offsets_ = global_offsets(comm_, count);
+    if (layout_ == reference_layout::replicated) {
+      replicate(latitude, longitude, count, staging);
+    } else {
+      repartition(latitude, longitude, count, staging);
+    }
+  }
+
+  /// query() for a caller that moves rows between memories while the call runs: as in
+  /// update_in_parts(), `staging.arrive(begin, end)` before observation rows [begin, end) are read,
+  /// and `staging.leave(begin, end)` once result rows [begin, end) are final in the host arrays (on
+  /// the host threads, several at once, inside a collective). Each row arrives once and leaves once.
+  template <class Staging>
+  void query_in_parts(double const* latitude, double const* longitude, std::size_t count, std::size_t k, std::int64_t* index,
+                      double* angle, Staging const& staging)
+  {
+    begin_query(k);
+    if (layout_ == reference_layout::replicated) {
+      replicated_query(count, [&] {
+        staging.arrive(0, count);
+        searcher_.search(latitude, longitude, count, k, index, angle);
+        staging.leave(0, count);
+      });
+      return;
+    }
+    if (info_.size == 1) {  // one shard holding every reference: nothing to route
+      double mark = MPI_Wtime();
+      run_everywhere(comm_, "distributed_nearest::query", [&] {
+        staging.arrive(0, count);
+        search_with_global_ids(latitude, longitude, count, k, index, angle);
+        staging.leave(0, count);
+      });
+      detail::lap(mark, stats_.search_seconds);
+      stats_.observations_searched = count;
+      return;
+    }
+    sharded_query(latitude, longitude, count, k, index, angle, staging);
+  }
+
+  /// The record of the call in progress, for what a derived class adds (its staging time).
+  [[nodiscard]] exchange_stats& stats() noexcept { return stats_; }
+  /// The number of ranks.
+  [[nodiscard]] int ranks() const noexcept { return info_.size; }
+
   /// What every query does first (collective): the ranks agree on k, k ≥ 1, an update() was made;
   /// a fresh record of the exchange.
   void begin_query(std::size_t k)
@@ -231,14 +286,18 @@ class distributed_nearest {
   template <class Search>
   void replicated_query(std::size_t count, Search const& search)
   {
+    double mark = MPI_Wtime();
     run_everywhere(comm_, "distributed_nearest::query", search);
+    detail::lap(mark, stats_.search_seconds);
     stats_.observations_searched = count;
   }
 
  private:
-  void replicate(double const* latitude, double const* longitude, std::size_t count)
+  template <class Staging>
+  void replicate(double const* latitude, double const* longitude, std::size_t count, Staging const& staging)
   {
-    double const start = MPI_Wtime();
+    run_everywhere(comm_, "distributed_nearest::update", [&] { staging.arrive(0, count); });
+    double mark = MPI_Wtime();
     std::vector<int> counts(static_cast<std::size_t>(info_.size));
     for (std::size_t r = 0; r < counts.size(); ++r) { counts[r] = detail::mpi_count(offsets_[r + 1] - offsets_[r], "update"); }
     auto const at = detail::displacements(counts);
@@ -253,23 +312,30 @@ class distributed_nearest {
     stats_.bytes_sent = 2 * sizeof(double) * count * static_cast<std::uint64_t>(info_.size - 1);
     stats_.bytes_received = 2 * sizeof(double) * (total - count);
     stats_.references_held = total;
-    stats_.seconds = MPI_Wtime() - start;
+    detail::lap(mark, stats_.seconds);
     run_everywhere(comm_, "distributed_nearest::update", [&] { searcher_.prepare(all_latitude_.data(), all_longitude_.data(), total); });
+    detail::lap(mark, stats_.search_seconds);
   }
 
-  void repartition(double const* latitude, double const* longitude, std::size_t count)
+  template <class Staging>
+  void repartition(double const* latitude, double const* longitude, std::size_t count, Staging const& staging)
   {
     auto const ranks = static_cast<std::size_t>(info_.size);
     auto const me = static_cast<std::size_t>(info_.rank);
     auto const first_id = offsets_[me];
-    keys_.resize(count);
-    detail::parallel_ranges(count, threads_, [&](std::size_t begin, std::size_t end, std::size_t) {
-      for (std::size_t i = begin; i < end; ++i) { keys_[i] = detail::space_key(latitude[i], longitude[i]); }
+    double mark = MPI_Wtime();
+    reference_keys_.resize(count);
+    run_everywhere(comm_, "distributed_nearest::update", [&] {
+      detail::parallel_ranges(count, threads_, [&](std::size_t begin, std::size_t end, std::size_t) {
+        staging.arrive(begin, end);
+        for (std::size_t i = begin; i < end; ++i) { reference_keys_[i] = detail::space_key(latitude[i], longitude[i]); }
+      });
     });
     // Splitters from every rank's samples of its references and of its last query's observations.
     std::vector<detail::key_sample> samples = observation_samples_;
-    detail::sample_keys(count, true, [&](std::size_t i) { return keys_[i]; }, [&](std::size_t i) { return first_id + i; }, samples);
-    double const start = MPI_Wtime();
+    detail::sample_keys(count, true, [&](std::size_t i) { return reference_keys_[i]; }, [&](std::size_t i) { return first_id + i; },
+                        samples);
+    detail::lap(mark, stats_.host_seconds);
     int const mine = detail::mpi_count(samples.size() * sizeof(detail::key_sample), "update");
     std::vector<int> sample_bytes(ranks);
     mpi_check(MPI_Allgather(&mine, 1, MPI_INT, sample_bytes.data(), 1, MPI_INT, comm_), "MPI_Allgather");
@@ -277,80 +343,84 @@ class distributed_nearest {
     std::vector<detail::key_sample> all_samples(static_cast<std::size_t>(sample_at.back() + sample_bytes.back()) / sizeof(detail::key_sample));
     mpi_check(MPI_Allgatherv(samples.data(), mine, MPI_BYTE, all_samples.data(), sample_bytes.data(), sample_at.data(), MPI_BYTE, comm_),
               "MPI_Allgatherv");
-    double exchanged = MPI_Wtime() - start;
+    detail::lap(mark, stats_.seconds);
     splitters_ = detail::choose_splitters(std::move(all_samples), ranks);
 
     // Each reference to the rank of its range, in order: a shard holds its references by global id.
     routes_.route(count, ranks, threads_, [&](std::size_t i, std::size_t, auto&& send) {
-      send(detail::rank_of(splitters_, {keys_[i], first_id + i}));
+      send(detail::rank_of(splitters_, {reference_keys_[i], first_id + i}));
     });
-    outgoing_latitude_.resize(routes_.total());
-    outgoing_longitude_.resize(routes_.total());
+    gather_points(routes_, latitude, longitude, to_shards_);
     outgoing_id_.resize(routes_.total());
-    routes_.for_each([&](std::size_t slot, std::size_t i, std::size_t, std::size_t) {
-      outgoing_latitude_[slot] = latitude[i], outgoing_longitude_[slot] = longitude[i];
-      outgoing_id_[slot] = static_cast<std::int64_t>(first_id + i);
-    });
-    double const moved = MPI_Wtime();
+    routes_.for_each([&](std::size_t slot, std::size_t i, std::size_t, std::size_t) { outgoing_id_[slot] = static_cast<std::int64_t>(first_id + i); });
+    detail::lap(mark, stats_.host_seconds);
     transfer counts = exchange_counts(routes_.counts());
-    detail::exchange(outgoing_latitude_, counts.send, counts.send_at, shard_latitude_, counts.receive, counts.receive_at, comm_);
-    detail::exchange(outgoing_longitude_, counts.send, counts.send_at, shard_longitude_, counts.receive, counts.receive_at, comm_);
+    detail::exchange(to_shards_.latitude, counts.send, counts.send_at, shard_latitude_, counts.receive, counts.receive_at, comm_);
+    detail::exchange(to_shards_.longitude, counts.send, counts.send_at, shard_longitude_, counts.receive, counts.receive_at, comm_);
     detail::exchange(outgoing_id_, counts.send, counts.send_at, shard_id_, counts.receive, counts.receive_at, comm_);
     std::uint64_t const held = shard_id_.size();
     shard_sizes_.resize(ranks);
     mpi_check(MPI_Allgather(&held, 1, MPI_UINT64_T, shard_sizes_.data(), 1, MPI_UINT64_T, comm_), "MPI_Allgather");
-    exchanged += MPI_Wtime() - moved;
+    detail::lap(mark, stats_.seconds);
 
     std::uint64_t const kept = routes_.counts()[me];
     std::uint64_t const samples_in = all_sample_count(sample_bytes) - samples.size();
     stats_.bytes_sent = (count - kept) * reference_bytes + samples.size() * sizeof(detail::key_sample) * (ranks - 1);
     stats_.bytes_received = (held - kept) * reference_bytes + samples_in * sizeof(detail::key_sample);
     stats_.references_held = held;
-    stats_.seconds = exchanged;
     run_everywhere(comm_, "distributed_nearest::update",
                    [&] { searcher_.prepare(shard_latitude_.data(), shard_longitude_.data(), shard_latitude_.size()); });
+    detail::lap(mark, stats_.search_seconds);
   }
 
+  template <class Staging>
   void sharded_query(double const* latitude, double const* longitude, std::size_t count, std::size_t k, std::int64_t* index,
-                     double* angle)
+                     double* angle, Staging const& staging)
   {
     auto const ranks = static_cast<std::size_t>(info_.size);
     auto const me = static_cast<std::size_t>(info_.rank);
     double const nan = std::numeric_limits<double>::quiet_NaN();
+    double mark = MPI_Wtime();
 
     // Phase 1: each valid observation to its owner (the rank of its key); invalid ones answered here.
-    keys_.resize(count);
-    detail::parallel_ranges(count, threads_, [&](std::size_t begin, std::size_t end, std::size_t) {
-      for (std::size_t i = begin; i < end; ++i) {
-        keys_[i] = detail::space_key(latitude[i], longitude[i]);
-        if (keys_[i] == detail::nowhere) { std::fill_n(index + i * k, k, std::int64_t{-1}), std::fill_n(angle + i * k, k, nan); }
-      }
+    std::vector<std::uint64_t>& keys = observation_keys_;
+    keys.resize(count);
+    run_everywhere(comm_, "distributed_nearest::query", [&] {
+      detail::parallel_ranges(count, threads_, [&](std::size_t begin, std::size_t end, std::size_t) {
+        staging.arrive(begin, end);
+        for (std::size_t i = begin; i < end; ++i) {
+          keys[i] = detail::space_key(latitude[i], longitude[i]);
+          if (keys[i] == detail::nowhere) { std::fill_n(index + i * k, k, std::int64_t{-1}), std::fill_n(angle + i * k, k, nan); }
+        }
+      });
     });
     observation_samples_.clear();  // for the next update's splitters
-    detail::sample_keys(count, false, [&](std::size_t i) { return keys_[i]; }, [](std::size_t) { return std::uint64_t{0}; },
+    detail::sample_keys(count, false, [&](std::size_t i) { return keys[i]; }, [](std::size_t) { return std::uint64_t{0}; },
                         observation_samples_);
     observation_samples_.erase(std::remove_if(observation_samples_.begin(), observation_samples_.end(),
                                               [](detail::key_sample const& s) { return s.key == detail::nowhere; }),
                                observation_samples_.end());
     routes_.route(count, ranks, threads_, [&](std::size_t i, std::size_t, auto&& send) {
-      if (keys_[i] != detail::nowhere) { send(detail::rank_of(splitters_, {keys_[i], 0})); }
+      if (keys[i] != detail::nowhere) { send(detail::rank_of(splitters_, {keys[i], 0})); }
     });
-    gather_points(routes_, latitude, longitude);
-    double const start = MPI_Wtime();
+    gather_points(routes_, latitude, longitude, to_owners_);
+    detail::lap(mark, stats_.host_seconds);
     transfer const owned = exchange_counts(routes_.counts());
-    detail::exchange(outgoing_latitude_, owned.send, owned.send_at, visitor_latitude_, owned.receive, owned.receive_at, comm_);
-    detail::exchange(outgoing_longitude_, owned.send, owned.send_at, visitor_longitude_, owned.receive, owned.receive_at, comm_);
-    double exchanged = MPI_Wtime() - start;
+    detail::exchange(to_owners_.latitude, owned.send, owned.send_at, visitor_latitude_, owned.receive, owned.receive_at, comm_);
+    detail::exchange(to_owners_.longitude, owned.send, owned.send_at, visitor_longitude_, owned.receive, owned.receive_at, comm_);
+    detail::lap(mark, stats_.seconds);
 
     // The owner's search; its k-th distance bounds where a nearer reference can be.
     std::size_t const visitors = visitor_latitude_.size();
     found_.resize(visitors * k);
     found_angle_.resize(visitors * k);
     search_shard(visitor_latitude_, visitor_longitude_, k, found_, found_angle_);
+    detail::lap(mark, stats_.search_seconds);
 
     // Phase 2: on to the other ranks within reach.
     std::size_t const parts = detail::part_count(visitors, threads_);
     seen_.assign(parts * ranks, std::numeric_limits<std::size_t>::max());
+    detail::key_span const mine_alone = detail::keys_held_alone(splitters_, me);
     run_everywhere(comm_, "distributed_nearest::query", [&] {
       helpers_.route(visitors, ranks, threads_, [&](std::size_t v, std::size_t part, auto&& send) {
         std::size_t* const seen = seen_.data() + part * ranks;
@@ -363,41 +433,48 @@ class distributed_nearest {
         }
         detail::cell_box boxes[2];
         int const box_count = detail::neighbourhood_boxes(visitor_latitude_[v], visitor_longitude_[v], found_angle_[v * k + k - 1], boxes);
-        for (int b = 0; b < box_count; ++b) { detail::reachable_ranks(splitters_, boxes[b], visit); }
+        for (int b = 0; b < box_count; ++b) {
+          if (!detail::cell_within(boxes[b], mine_alone)) { detail::reachable_ranks(splitters_, boxes[b], visit); }
+        }
       });
     });
-    gather_points(helpers_, visitor_latitude_.data(), visitor_longitude_.data());
-    double const onwards = MPI_Wtime();
+    gather_points(helpers_, visitor_latitude_.data(), visitor_longitude_.data(), to_helpers_);
+    detail::lap(mark, stats_.host_seconds);
     transfer const helped = exchange_counts(helpers_.counts());
-    detail::exchange(outgoing_latitude_, helped.send, helped.send_at, guest_latitude_, helped.receive, helped.receive_at, comm_);
-    detail::exchange(outgoing_longitude_, helped.send, helped.send_at, guest_longitude_, helped.receive, helped.receive_at, comm_);
-    exchanged += MPI_Wtime() - onwards;
+    detail::exchange(to_helpers_.latitude, helped.send, helped.send_at, guest_latitude_, helped.receive, helped.receive_at, comm_);
+    detail::exchange(to_helpers_.longitude, helped.send, helped.send_at, guest_longitude_, helped.receive, helped.receive_at, comm_);
+    detail::lap(mark, stats_.seconds);
     std::size_t const guests = guest_latitude_.size();
     guest_found_.resize(guests * k);
     guest_angle_.resize(guests * k);
     search_shard(guest_latitude_, guest_longitude_, k, guest_found_, guest_angle_);
-    double const back = MPI_Wtime();
+    detail::lap(mark, stats_.search_seconds);
     transfer const answers = scaled(helped, k).reversed();
-    detail::exchange(guest_found_, answers.send, answers.send_at, returned_index_, answers.receive, answers.receive_at, comm_);
-    detail::exchange(guest_angle_, answers.send, answers.send_at, returned_angle_, answers.receive, answers.receive_at, comm_);
-    exchanged += MPI_Wtime() - back;
+    detail::exchange(guest_found_, answers.send, answers.send_at, answer_index_, answers.receive, answers.receive_at, comm_);
+    detail::exchange(guest_angle_, answers.send, answers.send_at, answer_angle_, answers.receive, answers.receive_at, comm_);
+    detail::lap(mark, stats_.seconds);
 
     // The owner keeps the k nearest of its own and the returned lists (each ordered, so a linear merge),
     // and sends them home.
     merged_.resize(parts * k);
     helpers_.for_each([&](std::size_t slot, std::size_t v, std::size_t, std::size_t part) {
-      detail::merge_nearest(found_.data() + v * k, found_angle_.data() + v * k, returned_index_.data() + slot * k,
-                            returned_angle_.data() + slot * k, k, merged_.data() + part * k);
+      detail::merge_nearest(found_.data() + v * k, found_angle_.data() + v * k, answer_index_.data() + slot * k,
+                            answer_angle_.data() + slot * k, k, merged_.data() + part * k);
     });
-    double const home = MPI_Wtime();
+    detail::lap(mark, stats_.host_seconds);
     transfer const results = scaled(owned, k).reversed();
-    detail::exchange(found_, results.send, results.send_at, returned_index_, results.receive, results.receive_at, comm_);
-    detail::exchange(found_angle_, results.send, results.send_at, returned_angle_, results.receive, results.receive_at, comm_);
-    exchanged += MPI_Wtime() - home;
-    routes_.for_each([&](std::size_t slot, std::size_t i, std::size_t, std::size_t) {
-      std::copy_n(returned_index_.data() + slot * k, k, index + i * k);
-      std::copy_n(returned_angle_.data() + slot * k, k, angle + i * k);
+    detail::exchange(found_, results.send, results.send_at, home_index_, results.receive, results.receive_at, comm_);
+    detail::exchange(found_angle_, results.send, results.send_at, home_angle_, results.receive, results.receive_at, comm_);
+    detail::lap(mark, stats_.seconds);
+    run_everywhere(comm_, "distributed_nearest::query", [&] {
+      routes_.for_each(
+        [&](std::size_t slot, std::size_t i, std::size_t, std::size_t) {
+          std::copy_n(home_index_.data() + slot * k, k, index + i * k);
+          std::copy_n(home_angle_.data() + slot * k, k, angle + i * k);
+        },
+        [&](std::size_t begin, std::size_t end) { staging.leave(begin, end); });
     });
+    detail::lap(mark, stats_.host_seconds);
 
     std::uint64_t const sent = routes_.total() - routes_.counts()[me], received = visitors - owned.receive[me];
     std::uint64_t const answer_bytes = k * (sizeof(std::int64_t) + sizeof(double));
@@ -406,7 +483,6 @@ class distributed_nearest {
     stats_.observations_searched = visitors + guests;
     stats_.bytes_sent = (sent + helpers_.total()) * point_bytes + (guests + received) * answer_bytes + 2 * ranks * sizeof(int);
     stats_.bytes_received = (received + guests) * point_bytes + (helpers_.total() + sent) * answer_bytes + 2 * ranks * sizeof(int);
-    stats_.seconds = exchanged;
   }
 
   /// Send and receive counts of one all-to-all (in items) with their displacements.
@@ -434,13 +510,17 @@ class distributed_nearest {
     t.send_at = detail::displacements(t.send), t.receive_at = detail::displacements(t.receive);
     return t;
   }
-  /// The routed items' coordinates into the send buffers (outgoing_*).
-  void gather_points(detail::routed_items const& routes, double const* latitude, double const* longitude)
+  /// Coordinates in a send buffer.
+  struct outgoing_points {
+    std::vector<double> latitude, longitude;
+  };
+  /// The routed items' coordinates into the send buffer `out`.
+  static void gather_points(detail::routed_items const& routes, double const* latitude, double const* longitude, outgoing_points& out)
   {
-    outgoing_latitude_.resize(routes.total());
-    outgoing_longitude_.resize(routes.total());
+    out.latitude.resize(routes.total());
+    out.longitude.resize(routes.total());
     routes.for_each([&](std::size_t slot, std::size_t i, std::size_t, std::size_t) {
-      outgoing_latitude_[slot] = latitude[i], outgoing_longitude_[slot] = longitude[i];
+      out.latitude[slot] = latitude[i], out.longitude[slot] = longitude[i];
     });
   }
   /// This rank's search of `latitude`/`longitude` in its shard, with global ids (collective: a failure
@@ -448,18 +528,18 @@ class distributed_nearest {
   void search_shard(std::vector<double> const& latitude, std::vector<double> const& longitude, std::size_t k,
                     std::vector<std::int64_t>& index, std::vector<double>& angle)
   {
-    search_shard(latitude.data(), longitude.data(), latitude.size(), k, index.data(), angle.data());
+    run_everywhere(comm_, "distributed_nearest::query",
+                   [&] { search_with_global_ids(latitude.data(), longitude.data(), latitude.size(), k, index.data(), angle.data()); });
   }
-  void search_shard(double const* latitude, double const* longitude, std::size_t count, std::size_t k, std::int64_t* index,
-                    double* angle)
+  /// The searcher over this rank's shard, its local ids made global (not collective).
+  void search_with_global_ids(double const* latitude, double const* longitude, std::size_t count, std::size_t k, std::int64_t* index,
+                              double* angle)
   {
-    run_everywhere(comm_, "distributed_nearest::query", [&] {
-      searcher_.search(latitude, longitude, count, k, index, angle);
-      detail::parallel_ranges(count * k, threads_, [&](std::size_t begin, std::size_t end, std::size_t) {
-        for (std::size_t e = begin; e < end; ++e) {
-          if (index[e] >= 0) { index[e] = shard_id_[static_cast<std::size_t>(index[e])]; }
-        }
-      });
+    searcher_.search(latitude, longitude, count, k, index, angle);
+    detail::parallel_ranges(count * k, threads_, [&](std::size_t begin, std::size_t end, std::size_t) {
+      for (std::size_t e = begin; e < end; ++e) {
+        if (index[e] >= 0) { index[e] = shard_id_[static_cast<std::size_t>(index[e])]; }
+      }
     });
   }
   static std::size_t all_sample_count(std::vector<int> const& bytes)
@@ -487,14 +567,16 @@ class distributed_nearest {
   std::vector<double> shard_latitude_, shard_longitude_;
   std::vector<std::int64_t> shard_id_;
   std::vector<detail::key_sample> observation_samples_;  // of the last query, for the next splitters
-  // Working memory, kept so that a loop of steps of one size allocates nothing.
-  std::vector<std::uint64_t> keys_;
+  // Working memory, kept so that a loop of steps of one size allocates nothing; one buffer per use, so
+  // that none shrinks and grows again (a vector's growth writes every new element, on one thread).
+  std::vector<std::uint64_t> reference_keys_, observation_keys_;
   detail::routed_items routes_, helpers_;
   std::vector<std::size_t> seen_;                     // [part * ranks + rank]: last visitor sent there
   std::vector<detail::candidate> merged_;             // k per part
-  std::vector<double> outgoing_latitude_, outgoing_longitude_, visitor_latitude_, visitor_longitude_, guest_latitude_, guest_longitude_;
-  std::vector<std::int64_t> outgoing_id_, found_, guest_found_, returned_index_;
-  std::vector<double> found_angle_, guest_angle_, returned_angle_;
+  outgoing_points to_shards_, to_owners_, to_helpers_;
+  std::vector<double> visitor_latitude_, visitor_longitude_, guest_latitude_, guest_longitude_;
+  std::vector<std::int64_t> outgoing_id_, found_, guest_found_, answer_index_, home_index_;
+  std::vector<double> found_angle_, guest_angle_, answer_angle_, home_angle_;
 };
 
 }  // namespace streamkit::distributed

@@ -121,16 +121,23 @@ class routed_items {
   [[nodiscard]] std::size_t total() const noexcept { return total_; }
 
   /// Calls visit(slot, item, rank, part) for every routed item, on the host threads; the calls of one
-  /// part of the items run on one thread, so no two threads see the same item.
-  template <class Visit>
-  void for_each(Visit const& visit) const
+  /// part of the items run on one thread, so no two threads see the same item. After a part's items,
+  /// that thread calls part_done(begin, end) with the part's items [begin, end).
+  template <class Visit, class PartDone>
+  void for_each(Visit const& visit, PartDone const& part_done) const
   {
-    parallel_ranges(count_, threads_, [&](std::size_t, std::size_t, std::size_t part) {
+    parallel_ranges(count_, threads_, [&](std::size_t begin, std::size_t end, std::size_t part) {
       for (std::size_t r = 0; r < ranks_; ++r) {
         std::size_t slot = place_[part * ranks_ + r];
         for (std::size_t i : lists_[part * ranks_ + r].items) { visit(slot++, i, r, part); }
       }
+      part_done(begin, end);
     });
+  }
+  template <class Visit>
+  void for_each(Visit const& visit) const
+  {
+    for_each(visit, [](std::size_t, std::size_t) {});
   }
 
  private:
