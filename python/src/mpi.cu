@@ -18,6 +18,16 @@ using streamkit::matrix_ref;
 
 struct gpu_nearest::state {
   dist::distributed_gpu_nearest search;
+
+  /// Waits for `stream` (the caller's framework's, where it wrote device arrays; null: host arrays,
+  /// nothing to wait for), inside a collective that every call makes: ranks passing host arrays
+  /// and ranks passing device arrays make the same collective calls.
+  void wait_for(cudaStream_t stream, char const* what)
+  {
+    dist::run_everywhere(search.communicator(), what, [&] {
+      if (stream != nullptr) { STREAMKIT_CUDA_TRY(cudaStreamSynchronize(stream)); }
+    });
+  }
 };
 
 gpu_nearest::gpu_nearest(MPI_Comm comm, dist::reference_layout layout, int device)
@@ -30,14 +40,30 @@ gpu_nearest::~gpu_nearest() = default;
 
 void gpu_nearest::update(double const* latitude, double const* longitude, std::size_t count)
 {
-  state_->search.update(latitude, longitude, count);
+  update(streamkit::points_ref<double>::separate(latitude, longitude, count), nullptr);
 }
 
 void gpu_nearest::query(double const* latitude, double const* longitude, std::size_t count, std::size_t k, std::int64_t* index,
                         double* angle)
 {
-  state_->search.query(latitude, longitude, count, k, index, angle);
+  query(streamkit::points_ref<double>::separate(latitude, longitude, count),
+        streamkit::neighbors_ref<std::int64_t, double>::dense(index, angle, count, k), nullptr);
 }
+
+void gpu_nearest::update(streamkit::points_ref<double> references, cudaStream_t stream)
+{
+  state_->wait_for(stream, "NearestIndex.update");
+  state_->search.update(references);
+}
+
+void gpu_nearest::query(streamkit::points_ref<double> observations, streamkit::neighbors_ref<std::int64_t, double> result,
+                        cudaStream_t stream)
+{
+  state_->wait_for(stream, "NearestIndex.query");
+  state_->search.query(observations, result);
+}
+
+int gpu_nearest::device() const noexcept { return state_->search.searcher().device(); }
 
 std::uint64_t gpu_nearest::size() const noexcept { return state_->search.size(); }
 

@@ -5,6 +5,7 @@
 
 #include <streamkit/core/matrix.hpp>
 #include <streamkit/distributed/nearest_neighbor.hpp>
+#include <streamkit/spatial/points.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +30,14 @@ class gpu_nearest {
   void update(double const* latitude, double const* longitude, std::size_t count);
   void query(double const* latitude, double const* longitude, std::size_t count, std::size_t k, std::int64_t* index,
              double* angle);
+  /// The same with views (radians, any stride) in the device memory of the rank's GPU, once
+  /// `stream` (where the caller's framework wrote them; null: host views) has finished;
+  /// distributed_gpu_nearest's views, no host copy in the replicated layout. Ranks may mix host and
+  /// device arrays. Collective; waits.
+  void update(streamkit::points_ref<double> references, cudaStream_t stream);
+  void query(streamkit::points_ref<double> observations, streamkit::neighbors_ref<std::int64_t, double> result, cudaStream_t stream);
+  /// The rank's GPU.
+  [[nodiscard]] int device() const noexcept;
   [[nodiscard]] std::uint64_t size() const noexcept;
   [[nodiscard]] streamkit::distributed::exchange_stats const& last_exchange() const noexcept;
 

@@ -27,6 +27,9 @@ using namespace streamkit_python;
 namespace dist = streamkit::distributed;
 
 using coordinates = nb::ndarray<double const, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using device_points = nb::ndarray<double const, nb::ndim<2>, nb::device::cuda>;
+using device_index_rows = nb::ndarray<std::int64_t, nb::ndim<2>, nb::c_contig, nb::device::cuda>;
+using device_angle_rows = nb::ndarray<double, nb::ndim<2>, nb::c_contig, nb::device::cuda>;
 using index_rows = nb::ndarray<std::int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using angle_rows = nb::ndarray<double, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 using numpy_view = nb::ndarray<nb::numpy>;
@@ -34,6 +37,13 @@ using numpy_view = nb::ndarray<nb::numpy>;
 MPI_Comm communicator(std::int64_t fortran_handle) { return MPI_Comm_f2c(static_cast<MPI_Fint>(fortran_handle)); }
 
 dist::reference_layout layout_of(bool sharded) { return sharded ? dist::reference_layout::sharded : dist::reference_layout::replicated; }
+
+/// An (n, 2) array of (latitude, longitude) rows, any strides, as a view: a row's longitude is one
+/// column stride after its latitude.
+streamkit::points_ref<double> points_view(device_points const& rows)
+{
+  return {rows.data(), rows.data() + rows.stride(1), rows.shape(0), static_cast<std::size_t>(rows.stride(0)), streamkit::angle_unit::radians};
+}
 
 /// A NumPy view (no copy, valid during the call) of a searcher's buffer.
 template <class T>
@@ -88,7 +98,12 @@ void bind_search_methods(nb::class_<Search>& c)
     .def("size", &Search::size)
     .def("last_exchange", [](Search const& s) {
       auto const& e = s.last_exchange();
-      return std::make_tuple(e.bytes_sent, e.bytes_received, e.observations_sent, e.seconds);
+      nb::dict d;  // exchange_stats' fields by name
+      d["bytes_sent"] = e.bytes_sent, d["bytes_received"] = e.bytes_received, d["observations_sent"] = e.observations_sent;
+      d["visits"] = e.visits, d["observations_searched"] = e.observations_searched, d["references_held"] = e.references_held;
+      d["seconds"] = e.seconds, d["search_seconds"] = e.search_seconds, d["host_seconds"] = e.host_seconds;
+      d["staging_seconds"] = e.staging_seconds;
+      return d;
     });
 }
 
@@ -168,6 +183,22 @@ NB_MODULE(_streamkit_mpi, m)
     },
     nb::arg("comm"), nb::arg("sharded"), nb::arg("device"));
   bind_search_methods(gpu);
+  gpu.def(
+       "update_device",
+       [](gpu_nearest& s, device_points references, std::uintptr_t stream) {
+         nb::gil_scoped_release release;
+         s.update(points_view(references), stream_of(stream));
+       },
+       nb::arg("references"), nb::arg("stream"))
+    .def(
+      "query_device",
+      [](gpu_nearest& s, device_points observations, device_index_rows index, device_angle_rows angle, std::uintptr_t stream) {
+        nb::gil_scoped_release release;
+        s.query(points_view(observations), streamkit::neighbors_ref<std::int64_t, double>::dense(index.data(), angle.data(), index.shape(0), index.shape(1)),
+                stream_of(stream));
+      },
+      nb::arg("observations"), nb::arg("index"), nb::arg("angle"), nb::arg("stream"))
+    .def("device", &gpu_nearest::device);
 
   auto host = nb::class_<python_nearest>(m, "_PythonNearest");
   host.def(

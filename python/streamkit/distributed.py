@@ -17,6 +17,8 @@ Communicators travel as Fortran handles (``comm.py2f()``), turned into ``MPI_Com
 
 from __future__ import annotations
 
+import math
+
 import numpy
 from mpi4py import MPI
 
@@ -83,6 +85,28 @@ def _points(array, name, angle):
     return (numpy.ascontiguousarray(rows[:, 0]), numpy.ascontiguousarray(rows[:, 1])), (dtype, _place_of(array, on_cuda, device))
 
 
+# Frameworks whose CUDA arrays the GPU search takes where they are (their own arithmetic makes them
+# float64 radians on the GPU): C++ device views, no host copy. Others (JAX, Numba) are copied to the host.
+_DEVICE_FRAMEWORKS = ("cupy", "torch")
+
+
+def _device_points(array, name, angle, device):
+    """(float64 radians (n, 2) on the GPU, (dtype, device)) of a CuPy or PyTorch array on the rank's
+    GPU `device`, converted there in its own framework; None for any other array (the host path)."""
+    kind = _arrays.framework(array)
+    if kind not in _DEVICE_FRAMEWORKS:
+        return None
+    n, dtype, on_cuda, where = _streamkit._points_check(_arrays.as_dlpack(array, name), name)
+    if not on_cuda:
+        return None
+    if where != device:
+        raise ValueError(f"{name}: on GPU {where}, but this rank searches on GPU {device}")
+    rows = array.detach().to(dtype=_arrays._torch_types()["module"].float64) if kind == "torch" else array.astype("float64", copy=False)
+    if angle == "degrees":
+        rows = rows * (math.pi / 180)
+    return rows, (dtype, where)
+
+
 def _check_k(k):
     if isinstance(k, bool) or not isinstance(k, int):
         raise TypeError(f"k: expected an int, got {type(k).__name__}")
@@ -101,12 +125,15 @@ class NearestIndex:
     comm : mpi4py communicator
         Kept by the index; every call is collective over it.
     references : array of shape (m, 2)
-        This rank's references, (latitude, longitude) rows, float32 or float64, any framework (CUDA
-        arrays are copied to the host: the C++ part searches and exchanges host arrays); m may be 0.
+        This rank's references, (latitude, longitude) rows, float32 or float64, any framework; m may
+        be 0. CuPy and PyTorch arrays on the rank's GPU stay there (made float64 radians by their own
+        framework, passed to the C++ part as device views); other CUDA arrays are copied to the host.
     layout : {"replicated", "sharded"}
         replicated: every rank receives every reference at each update (all-gather) and searches them
-        all; sharded: each rank keeps its part, and an observation visits the shards whose cap comes
-        within its k-th distance in its own shard.
+        all; with observations on the GPU the search runs there and the results stay there. sharded:
+        each update repartitions all references by space (each rank a compact region); an observation
+        goes to the rank of its region and on only to the ranks within its k-th distance there (device
+        arrays are staged through page-locked host memory in chunks, overlapping the host's work).
     angle, distance
         Units of the coordinates and of the returned distances (as :func:`streamkit.nearest`).
     device : int or None
@@ -133,26 +160,51 @@ class NearestIndex:
         self._angle, self._distance = angle, distance
         if searcher is None:
             self._search = _streamkit_mpi._GpuNearest(comm.py2f(), layout == "sharded", -1 if device is None else device)
+            self._device = self._search.device()
         else:
             self._search = _streamkit_mpi._PythonNearest(comm.py2f(), layout == "sharded", searcher)
+            self._device = None  # a Python searcher takes NumPy arrays
         self.update(references)
+
+    def _rows(self, array, name):
+        """This rank's points as the search takes them: ("device", (n, 2) float64 radians on its GPU,
+        (dtype, device number)) for CuPy and PyTorch arrays there (GPU search), else ("host",
+        (latitude, longitude) in host memory, (dtype, place of the results))."""
+        if self._device is not None:
+            on_device = _device_points(array, name, self._angle, self._device)
+            if on_device is not None:
+                return ("device",) + on_device
+        return ("host",) + _points(array, name, self._angle)
 
     def update(self, references):
         """Replaces this rank's references (any size m >= 0; every rank calls it). Returns self."""
-        (lat, lon), _ = _collective(self._comm, "streamkit.distributed.NearestIndex.update",
-                                    lambda: _points(references, "references", self._angle))
-        self._search.update(lat, lon)
+        where, rows, _ = _collective(self._comm, "streamkit.distributed.NearestIndex.update",
+                                     lambda: self._rows(references, "references"))
+        if where == "device":
+            self._search.update_device(rows, _arrays.stream_handle(None, rows, self._device))
+        else:
+            self._search.update(*rows)
         return self
 
     def query(self, observations, k=1):
         """The k nearest references (global ids) of this rank's observations (n, 2), as
         :func:`streamkit.nearest` returns them: ``(indices, distances)`` of shape (n, k), int64 and the
-        observations' dtype, in the observations' framework and device; nearest first, ties to the
-        smaller id, -1 and NaN where fewer than k exist or for an invalid observation. Every rank calls
-        it with the same k (else every rank raises ValueError)."""
-        (lat, lon), (dtype, place) = _collective(
+        observations' dtype, in the observations' framework and device (CuPy and PyTorch arrays on the
+        rank's GPU: made there, no host copy); nearest first, ties to the smaller id, -1 and NaN where
+        fewer than k exist or for an invalid observation. Every rank calls it with the same k (else
+        every rank raises ValueError)."""
+        where, rows, (dtype, place) = _collective(
             self._comm, "streamkit.distributed.NearestIndex.query",
-            lambda: (_check_k(k), _points(observations, "observations", self._angle))[1])
+            lambda: (_check_k(k), self._rows(observations, "observations"))[1])
+        if where == "device":  # results made and left on the GPU, in the observations' framework
+            shape = (rows.shape[0], max(k, 0))
+            index = _arrays.empty(observations, shape, "int64", self._device, True)
+            angle = _arrays.empty(observations, shape, "float64", self._device, True)
+            self._search.query_device(rows, index, angle, _arrays.stream_handle(None, rows, self._device))
+            distances = angle * _KM_PER_RADIAN[self._distance] if self._distance != "radians" else angle
+            return index, (distances.to(dtype=getattr(_arrays._torch_types()["module"], dtype))
+                           if _arrays.framework(observations) == "torch" else distances.astype(dtype, copy=False))
+        lat, lon = rows
         index = numpy.empty((len(lat), max(k, 0)), numpy.int64)
         angle = numpy.empty((len(lat), max(k, 0)), numpy.float64)
         self._search.query(lat, lon, k, index, angle)
@@ -164,9 +216,13 @@ class NearestIndex:
         return self._search.size()
 
     def last_exchange(self):
-        """What this rank moved in the last update or query: a dict of bytes_sent, bytes_received,
-        observations_sent (sharded queries) and seconds (in the exchange's collectives)."""
-        return dict(zip(("bytes_sent", "bytes_received", "observations_sent", "seconds"), self._search.last_exchange()))
+        """What this rank moved and did in the last update or query (the C++ part's exchange_stats):
+        a dict of bytes_sent, bytes_received, observations_sent and visits (sharded queries: sent to
+        other ranks, and of those sent on by an owner to ranks within reach), observations_searched,
+        references_held, and where the wall time went: seconds (in the exchange's collectives),
+        search_seconds, host_seconds and staging_seconds (device arrays copied through page-locked
+        host memory, not hidden behind other work)."""
+        return self._search.last_exchange()
 
 
 def nearest(comm, observations, references, k=1, *, layout="replicated", angle="degrees", distance="km", device=None,
