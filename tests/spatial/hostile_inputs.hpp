@@ -21,6 +21,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace streamkit_hostile {
@@ -306,6 +307,25 @@ inline void antimeridian(std::size_t n, std::size_t m, random_stream& rng, point
   for (std::size_t j = 0; j < m; ++j) { refs.add(rng.uniform(-90.0, 90.0), (rng.next() & 1U) != 0 ? 180.0 : -180.0); }
 }
 
+/// Observations on the edges of the cells of every cube map of up to 1024 cells a side (a face
+/// coordinate a multiple of 2^-9; one in 16 on a face's edge, some on its corners), where a cell found
+/// from float32 values and one found from float64 values differ; references uniform.
+inline void cube_cell_edges(std::size_t n, std::size_t m, random_stream& rng, point_list& obs, point_list& refs)
+{
+  obs = point_list{};
+  obs.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::size_t const face = rng.below(6), axis = face / 2;
+    double const sign = face % 2 == 0 ? 1.0 : -1.0;
+    double u = static_cast<double>(rng.below(1025)) / 512.0 - 1.0;
+    double v = rng.below(16) == 0 ? (rng.below(2) == 0 ? 1.0 : -1.0) : rng.uniform(-1.0, 1.0);
+    if (rng.below(2) == 0) { std::swap(u, v); }
+    double const x = axis == 0 ? sign : u, y = axis == 1 ? sign : (axis == 0 ? u : v), z = axis == 2 ? sign : v;
+    obs.add(std::atan2(z, std::hypot(x, y)) * 180.0 / pi, std::atan2(y, x) * 180.0 / pi);
+  }
+  refs = uniform_points(m, rng);
+}
+
 inline void antipodal_pairs(std::size_t n, std::size_t m, random_stream& rng, point_list& obs, point_list& refs)
 {
   obs = uniform_points(n, rng);
@@ -401,6 +421,10 @@ inline std::vector<input_class> const& input_classes()
     {"one_meridian", "observations and references on the meridian of longitude 0, latitudes uniform in [-90, 90]", detail::one_meridian},
     {"antimeridian", "observations and references on longitude +180 or -180 (random, the same meridian), latitudes uniform in [-90, 90]",
      detail::antimeridian},
+    {"cube_cell_edges",
+     "observations on the cell edges of every cube map up to 1024 cells a side (face coordinates multiples of 2^-9, face edges and "
+     "corners), references uniform",
+     detail::cube_cell_edges},
     {"antipodal_pairs", "references in antipodal pairs (2j uniform, 2j+1 its antipode)", detail::antipodal_pairs},
     {"obs_all_identical", "every observation at one point, references uniform", detail::obs_all_identical},
     {"grid_1deg", "references uniform, rounded to a 1 degree grid (about 16 identical per grid point at M = 2^20)", detail::grid_1deg},

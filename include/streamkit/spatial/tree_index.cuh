@@ -30,18 +30,19 @@
 /// Many observations against few references (from 2^21 observations, at least 16 per reference, up to 2^18 references): the
 /// query answers from cell lists instead (detail/tree_cells.cuh). The sphere is cut into the cells of
 /// a cube map, about two per reference; the tree gives each cell the k nearest of its centre
-/// and then every entry that can be among the k nearest of any point of the cell. The observations
-/// are sorted by cell (a radix sort of keys of a few bits, not 30) and each scans its cell's list with
-/// the same float32 filter and float64 ranking, so the answers are the walk's, bit for bit, and the
-/// threads of a warp read the same entries. A cell whose list would be long (more than 32 + 4k
-/// entries: references piled within the cell's reach) has none, and its observations walk the tree
-/// as above.
+/// and then every entry that can be among the k nearest of any point of the cell. Each observation
+/// scans its cell's list with the same float32 filter and float64 ranking, so the answers are the
+/// walk's, bit for bit. For k > 1 the observations are first sorted by cell (a radix sort of keys of a
+/// few bits, not 30), so that the threads of a warp read and rank the same entries; for k = 1 (lists of
+/// about ten entries, one or two ranked) each is scanned in the caller's order, no sort. A cell whose
+/// list would be long (more than 32 + 4k entries: references piled within the cell's reach) has none,
+/// and its observations walk the tree as above, in cell order.
 ///
 /// Cost: about 120 bytes per reference for the tree (sorted float and float64 vectors, float64
 /// coordinates, float and float64 boxes and capsules, keys and runs of the groups) and 56 more of build scratch
 /// kept for the next update() (queries read its sorted indices); 16 bytes per observation of query
-/// scratch, or with cell lists 16 bytes per observation and (160 + 32k) per cell, one to four cells per
-/// reference (the grid is rounded to a power of two).
+/// scratch, or with cell lists 16 bytes per observation (12 at k = 1) and 152 + 32k per cell (624 at
+/// k = 1), one to four cells per reference (the grid is rounded to a power of two).
 ///
 /// Invalid points, reject/mark, blocking and `_async` forms, streams and memory resources: as
 /// brute_force_index (brute_force_index.cuh).

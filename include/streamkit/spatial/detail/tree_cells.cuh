@@ -2,8 +2,11 @@
 // The cell-list query of tree_index (see tree_index.cuh), for many observations against few
 // references: the sphere is cut into the cells of a cube map, each cell gets from the tree the list
 // of entries that can be among the k nearest of any point in it, and each observation then scans its
-// cell's list instead of walking the tree. The observations are first sorted by cell (a radix sort of
-// keys of a few bits), so that the threads of a warp read the same list: broadcast loads.
+// cell's list instead of walking the tree. For k > 1 the observations are first sorted by cell (a
+// radix sort of keys of a few bits), so that the threads of a warp read the same list (broadcast
+// loads) and rank the same entries together. For k = 1, where a list is ~10 entries of which one or
+// two need ranking, that sort and the scattered reads and writes it brings cost more than the threads
+// of a warp reading different lists: each thread takes its observation in the caller's order.
 //
 // Why a list is complete. For a cell with centre c (a unit vector) whose points all lie within chord
 // ρ of c, let D be the chord from c to its k-th nearest reference (with multiplicity). Any point p of
@@ -11,7 +14,9 @@
 // within D + 2ρ of c (triangle inequality of the chord, a Euclidean distance). With a distance limit L
 // (chord), its answers also lie within L + ρ of c. The list holds every entry within
 // min(D + 2ρ, L + ρ) + cell_list_slack of c; the slack covers every rounding of the float64 values
-// involved (~1e-15) many times over.
+// involved (~1e-15) many times over. An observation's cell is found in float32 (cell_of_point), so
+// it may lie just outside the cell it is given (by at most ~4e-6 in chord): ρ includes
+// cell_observation_slack for that.
 
 #include <streamkit/spatial/detail/tree_kernels.cuh>
 
@@ -27,6 +32,9 @@ inline constexpr int cell_threads = 128;
 /// Chord added to every cell's reach and radius: far above the float64 rounding of the chords,
 /// corners and k-th distances it covers, far below any distance that matters to the list's length.
 inline constexpr double cell_list_slack = 1e-12;
+/// Chord added to every cell's radius for the observations placed in it from float32 values (a float32
+/// unit vector is within ~1e-6 of the float64 one, its face coordinates within ~4e-6): 25 times over.
+inline constexpr double cell_observation_slack = 1e-4;
 /// A cell's range that says "no list": its observations are searched by the tree walk.
 inline constexpr std::uint32_t cell_deferred = 0xffffffffu;
 
@@ -44,15 +52,15 @@ struct cube_grid {
 
   [[nodiscard]] __host__ __device__ std::size_t cells() const { return std::size_t{6} * grid * grid; }
 
-  /// The cell of a valid float64 unit vector: the face of its largest component (the first of equal
-  /// ones), the other two components over that one's magnitude as (u, v) ∈ [−1, 1]².
-  [[nodiscard]] __device__ std::uint32_t cell_of(vec4<double> const& p) const
+  /// The cell of a valid unit vector: the face of its largest component (the first of equal ones), the
+  /// other two components over that one's magnitude as (u, v) ∈ [−1, 1]².
+  [[nodiscard]] __device__ std::uint32_t cell_of(float3 const& p) const
   {
-    double const ax = fabs(p.x), ay = fabs(p.y), az = fabs(p.z);
+    float const ax = fabsf(p.x), ay = fabsf(p.y), az = fabsf(p.z);
     int const axis = ax >= ay && ax >= az ? 0 : (ay >= az ? 1 : 2);
-    double const major = axis == 0 ? p.x : (axis == 1 ? p.y : p.z);
-    double const u = (axis == 0 ? p.y : p.x) / fabs(major);
-    double const v = (axis == 2 ? p.y : p.z) / fabs(major);
+    float const major = axis == 0 ? p.x : (axis == 1 ? p.y : p.z);
+    float const u = (axis == 0 ? p.y : p.x) / fabsf(major);
+    float const v = (axis == 2 ? p.y : p.z) / fabsf(major);
     std::uint32_t const face = 2u * static_cast<std::uint32_t>(axis) + (major < 0.0 ? 1u : 0u);
     return face * grid * grid + static_cast<std::uint32_t>(interleave_2d(along(u), along(v)));
   }
@@ -79,10 +87,10 @@ struct cube_grid {
   }
 
  private:
-  [[nodiscard]] __device__ std::uint32_t along(double u) const
+  [[nodiscard]] __device__ std::uint32_t along(float u) const
   {
-    double const c = floor((u + 1.0) * 0.5 * grid);
-    return static_cast<std::uint32_t>(fmin(fmax(c, 0.0), static_cast<double>(grid - 1)));
+    float const c = floorf((u + 1.f) * 0.5f * static_cast<float>(grid));
+    return static_cast<std::uint32_t>(fminf(fmaxf(c, 0.f), static_cast<float>(grid - 1)));
   }
   /// Bits of i at the odd places, of j at the even ones.
   [[nodiscard]] __host__ __device__ static std::uint32_t interleave_2d(std::uint32_t i, std::uint32_t j)
@@ -138,28 +146,32 @@ __device__ inline double cell_reach(cube_grid const& grid, std::uint32_t cell, v
     vec4<double> const q = cube_grid::on_face(face, corner % 2 == 0 ? u0 : u1, corner < 2 ? v0 : v1);
     radius = fmax(radius, sqrt(chord2(centre.x, centre.y, centre.z, q)));
   }
-  radius += cell_list_slack;
+  radius += cell_list_slack + cell_observation_slack;
   double const kth = kth_angle >= 0.0 ? 2.0 * sin(0.5 * kth_angle) : cuda::std::numeric_limits<double>::infinity();  // NaN: fewer than k
   return fmin(kth + 2.0 * radius, limit_chord + radius) + cell_list_slack;
 }
 
-/// Pass `Fill` = false counts, true writes each cell's list: the entries (sorted positions) within
-/// cell_reach() of its centre, found by a walk of the float64 boxes (a thread per cell, its stack in
-/// registers and local memory). Counting stops past `most` entries: such a cell gets no list
-/// (cell_deferred).
-template <bool Fill>
+/// A list entry as the scans read it: the entry's sorted position (the sorted scan reads its point
+/// from the tree: a list of k > 1 is long, and four bytes an entry keep its memory small), or its float32
+/// point with the position in w (the k = 1 scan: one load an entry, no dependent one).
+__device__ inline void set_cell_entry(tree_view const& /*tree*/, std::uint32_t at, std::uint32_t& entry) { entry = at; }
+__device__ inline void set_cell_entry(tree_view const& tree, std::uint32_t at, float4& entry)
+{
+  float4 const q = tree.points[at];
+  entry = {q.x, q.y, q.z, __uint_as_float(at)};
+}
+
+/// Each cell's list, in its own slot of `most` entries (cell · most on): the entries (sorted positions)
+/// within cell_reach() of its centre, found by a walk of the float64 boxes (a thread per cell, its
+/// stack in registers and local memory). A cell with more than `most` gets no list (cell_deferred).
+template <class Entry>
 __global__ void __launch_bounds__(cell_threads)
   tree_cell_lists(tree_view tree, cube_grid grid, double const* latitude, double const* longitude, double const* kth_angles, int k,
-                  double limit_chord, std::uint32_t most, std::uint32_t* counts, std::uint32_t const* offsets, cell_range* ranges,
-                  std::uint32_t* entries)
+                  double limit_chord, std::uint32_t most, cell_range* ranges, Entry* entries)
 {
   std::size_t const cell = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
   if (cell >= grid.cells()) { return; }
-  std::uint32_t begin = 0;
-  if constexpr (Fill) {
-    if (ranges[cell].begin == cell_deferred) { return; }
-    begin = offsets[cell];
-  }
+  std::uint32_t const begin = static_cast<std::uint32_t>(cell) * most;
   vec4<double> const centre = unit_vector<double>(latitude[cell], longitude[cell], true);
   double const reach =
     cell_reach(grid, static_cast<std::uint32_t>(cell), centre, kth_angles[cell * static_cast<std::size_t>(k) + (k - 1)], limit_chord);
@@ -169,7 +181,7 @@ __global__ void __launch_bounds__(cell_threads)
   std::uint32_t stack[tree_stack_depth];
   int depth = 0;
   std::size_t node = groups > 0 ? 1 : 0;
-  while (node != 0) {
+  while (node != 0 && count <= most) {
     tree_precise_node const box = tree.precise_nodes[node];
     double const dx = fmax(fmax(box.low.x - centre.x, centre.x - box.high.x), 0.0);
     double const dy = fmax(fmax(box.low.y - centre.y, centre.y - box.high.y), 0.0);
@@ -183,21 +195,25 @@ __global__ void __launch_bounds__(cell_threads)
       std::size_t const first = (node - tree.leaves) * tree_leaf_size;
       for (std::size_t at = first; at < min_of(first + tree_leaf_size, groups); ++at) {
         if (chord2(centre.x, centre.y, centre.z, tree.precise_points[at]) <= reach2) {
-          if constexpr (Fill) { entries[begin + count] = static_cast<std::uint32_t>(at); }
+          if (count < most) { set_cell_entry(tree, static_cast<std::uint32_t>(at), entries[begin + count]); }
           ++count;
         }
       }
-      if (!Fill && count > most) { break; }
     }
     node = depth > 0 ? stack[--depth] : 0;
   }
-  if constexpr (Fill) {
-    ranges[cell] = {begin, begin + count};
-  } else {
-    bool const listed = count <= most;
-    counts[cell] = listed ? count : 0u;
-    ranges[cell] = listed ? cell_range{0u, 0u} : cell_range{cell_deferred, cell_deferred};
-  }
+  ranges[cell] = count <= most ? cell_range{begin, begin + count} : cell_range{cell_deferred, cell_deferred};
+}
+
+/// The cell of a valid point (radians, as load_point gives it) from a float32 unit vector (sincosf: the
+/// float64 one would cost the order kernel most of its time); cell_observation_slack covers the
+/// difference.
+__device__ inline std::uint32_t cell_of_point(cube_grid const& grid, double lat, double lon)
+{
+  float sin_lat, cos_lat, sin_lon, cos_lon;
+  sincosf(static_cast<float>(lat), &sin_lat, &cos_lat);
+  sincosf(static_cast<float>(lon), &sin_lon, &cos_lon);
+  return grid.cell_of(float3{cos_lat * cos_lon, cos_lat * sin_lon, sin_lat});
 }
 
 /// Each observation's bucket, the key of the sort that puts them in cell order: its cell's among those
@@ -213,7 +229,7 @@ __global__ void tree_cell_buckets(points_ref<T> observations, std::size_t n, cub
   double lat, lon;
   std::uint32_t bucket = 2 * static_cast<std::uint32_t>(grid.cells());
   if (load_point(observations, i, lat, lon)) {
-    std::uint32_t const cell = grid.cell_of(unit_vector<double>(lat, lon, true));
+    std::uint32_t const cell = cell_of_point(grid, lat, lon);
     bucket = ranges[cell].begin == cell_deferred ? cell : static_cast<std::uint32_t>(grid.cells()) + cell;
   }
   buckets[i] = bucket;
@@ -237,26 +253,28 @@ static __global__ void tree_cell_deferred_count(std::uint32_t const* sorted_buck
   *count = static_cast<std::uint32_t>(low);
 }
 
-/// The k nearest references of the observations of cells with a list, and the rows of invalid
-/// observations: thread t takes observation order[t] for t from *listed_start on (the observations of
-/// cells without a list come before, for the tree walk). A warp holds observations of one cell, or
-/// two, so its threads read the same list entries (broadcasts). The float32 filter and float64
-/// ranking are the tree walk's (rank_entry), so the answers are the walk's.
+/// The k nearest references (k > 1) of the observations of cells with a list, and the rows of invalid
+/// observations: thread t takes observation order[t], in the cell of bucket buckets[t], for t from
+/// *listed_start on (the observations of cells without a list come before, for the tree walk). A warp
+/// holds observations of one cell, or two, so its threads read the same list entries (broadcasts). The
+/// float32 filter and float64 ranking are the tree walk's (rank_entry), so the answers are the walk's.
 template <int K, class Index, class T>
 __global__ void __launch_bounds__(cell_threads)
-  tree_cell_search(points_ref<T> observations, std::size_t n, std::uint32_t const* order, std::uint32_t const* listed_start,
-                   tree_view tree, cube_grid grid, cell_range const* ranges, std::uint32_t const* entries,
-                   neighbors_ref<Index, T> result, int k, double limit, double scale)
+  tree_cell_search(points_ref<T> observations, std::size_t n, std::uint32_t const* order, std::uint32_t const* buckets,
+                   std::uint32_t const* listed_start, tree_view tree, std::uint32_t cells, cell_range const* ranges,
+                   std::uint32_t const* entries, neighbors_ref<Index, T> result, int k, double limit, double scale)
 {
   std::size_t const t = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
   if (t >= n || t < *listed_start) { return; }
   std::size_t const i = order[t];
+  std::uint32_t const bucket = buckets[t];
+  // Loaded before the observation arrives: invalid observations (bucket 2 cells) have an empty range.
+  cell_range const range = bucket < 2 * cells ? ranges[bucket - cells] : cell_range{0u, 0u};
   double lat = 0.0, lon = 0.0;
   bool const valid = load_point(observations, i, lat, lon);
   knn_list<K> list(k, limit);
   if (valid) {
     vec4<double> const precise_p = unit_vector<double>(lat, lon, true);
-    cell_range const range = ranges[grid.cell_of(precise_p)];
     float3 const p{static_cast<float>(precise_p.x), static_cast<float>(precise_p.y), static_cast<float>(precise_p.z)};
     search_bounds bounds(list.worst());
     // Batches of loads issued together (the list's entries, then their points), then the filter.
@@ -284,6 +302,96 @@ __global__ void __launch_bounds__(cell_threads)
   }
   list.write(result, i, k, lat, lon, tree.coordinates, scale);
   if (!valid && result.invalid_count != nullptr) { atomicAdd(result.invalid_count, 1ull); }
+}
+
+/// Adds the calling lanes of `group` (lanes that share `counter`) to *counter with one atomic, and
+/// gives each its slot: the old value plus its rank in the group.
+__device__ inline std::uint32_t warp_group_add(std::uint32_t* counter, unsigned group)
+{
+  unsigned const lane = threadIdx.x % 32;
+  int const leader = __ffs(static_cast<int>(group)) - 1;
+  std::uint32_t base = 0;
+  if (lane == static_cast<unsigned>(leader)) { base = atomicAdd(counter, static_cast<std::uint32_t>(__popc(group))); }
+  return __shfl_sync(group, base, leader) + static_cast<std::uint32_t>(__popc(group & ((1u << lane) - 1u)));
+}
+
+/// The observations that walk the tree (of cells without a list): their ids and cells in arrival
+/// order (`ids`, `cells`, *count of them), and how many each cell has (`per_cell`), from which
+/// tree_cell_walk_order puts them in cell order.
+struct cell_walk_queue {
+  std::uint32_t* ids;
+  std::uint32_t* cells;
+  std::uint32_t* count;
+  std::uint32_t* per_cell;
+};
+
+/// The nearest reference (k = 1) of each observation, thread i taking observation i: reads and writes
+/// in the caller's order, no sort. An observation of a cell without a list joins `walkers` instead.
+/// The scan first finds the entry nearest in float32 and ranks it in float64, so that the filter is
+/// tight from the start and the float64 ranking (a dependent load each) is left to the entries
+/// float32 cannot tell from it; the filter and ranking are the tree walk's (rank_entry), so the answers
+/// are the walk's.
+template <class Index, class T>
+__global__ void __launch_bounds__(cell_threads)
+  tree_cell_nearest(points_ref<T> observations, std::size_t n, tree_view tree, cube_grid grid, cell_range const* ranges,
+                    float4 const* entries, neighbors_ref<Index, T> result, double limit, double scale, cell_walk_queue walkers)
+{
+  std::size_t const i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (i >= n) { return; }
+  double lat = 0.0, lon = 0.0;
+  bool const valid = load_point(observations, i, lat, lon);
+  std::uint32_t const cell = valid ? cell_of_point(grid, lat, lon) : 0u;
+  cell_range const range = valid ? ranges[cell] : cell_range{0u, 0u};
+  bool const walks = range.begin == cell_deferred;
+  knn_list<1> list(1, limit);
+  if (valid && !walks) {
+    vec4<double> const precise_p = unit_vector<double>(lat, lon, true);
+    float3 const p{static_cast<float>(precise_p.x), static_cast<float>(precise_p.y), static_cast<float>(precise_p.z)};
+    float nearest = cuda::std::numeric_limits<float>::infinity();
+    std::uint32_t seed = range.end;
+    for (std::uint32_t e = range.begin; e < range.end; ++e) {
+      float4 const q = entries[e];
+      float const c = chord2(p.x, p.y, p.z, vec4<float>{q.x, q.y, q.z, 0.f});
+      if (c < nearest) {
+        nearest = c;
+        seed = e;
+      }
+    }
+    search_bounds bounds(list.worst());
+    if (seed != range.end) { rank_entry(tree, __float_as_uint(entries[seed].w), precise_p, list, bounds); }
+    for (std::uint32_t e = range.begin; e < range.end; ++e) {
+      float4 const q = entries[e];
+      if (e != seed && chord2(p.x, p.y, p.z, vec4<float>{q.x, q.y, q.z, 0.f}) <= bounds.upper) {
+        rank_entry(tree, __float_as_uint(q.w), precise_p, list, bounds);
+      }
+    }
+  }
+  unsigned const walking = __ballot_sync(__activemask(), walks);
+  if (walks) {
+    std::uint32_t const slot = warp_group_add(walkers.count, walking);
+    walkers.ids[slot] = static_cast<std::uint32_t>(i);
+    walkers.cells[slot] = cell;
+    (void)warp_group_add(walkers.per_cell + cell, __match_any_sync(walking, cell));
+    return;
+  }
+  list.write(result, i, 1, lat, lon, tree.coordinates, scale);
+  if (!valid && result.invalid_count != nullptr) { atomicAdd(result.invalid_count, 1ull); }
+}
+
+/// Blocks of tree_cell_walk_order, which loops over the queue: it is usually empty.
+inline constexpr unsigned cell_walk_order_blocks = 1024;
+
+/// The walkers' ids in cell order, into `ordered`: `starts` holds each cell's first place (the
+/// exclusive sum of walkers.per_cell) and is advanced past its walkers. Within a cell the order is
+/// that of the atomics; the walk's answers do not depend on it.
+static __global__ void __launch_bounds__(cell_threads)
+  tree_cell_walk_order(cell_walk_queue walkers, std::uint32_t* starts, std::uint32_t* ordered)
+{
+  std::uint32_t const count = *walkers.count;
+  for (std::size_t j = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; j < count; j += std::size_t{gridDim.x} * blockDim.x) {
+    std::uint32_t const cell = walkers.cells[j];
+    ordered[warp_group_add(starts + cell, __match_any_sync(__activemask(), cell))] = walkers.ids[j];
+  }
 }
 
 }  // namespace streamkit::detail

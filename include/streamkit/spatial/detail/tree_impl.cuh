@@ -173,51 +173,52 @@ struct cell_plan {
     capacity = cells * most;
     bucket_bits = 1;
     while ((std::size_t{1} << bucket_bits) <= buckets) { ++bucket_bits; }
+    // k > 1 sorts the observations: keys and ids, each twice (the sort's double buffers). k = 1 queues
+    // those of cells without a list: the queue's cells (keys) and ids, and the ids in cell order.
+    bool const sorted = k > 1;
     keys_offset = 0;
-    ids_offset = align_up(2 * n * sizeof(std::uint32_t));
-    count_offset = ids_offset + align_up(2 * n * sizeof(std::uint32_t));
+    ids_offset = align_up((sorted ? 2 : 1) * n * sizeof(std::uint32_t));
+    order_offset = ids_offset + align_up((sorted ? 2 : 1) * n * sizeof(std::uint32_t));
+    count_offset = order_offset + (sorted ? 0 : align_up(n * sizeof(std::uint32_t)));
     latitude_offset = count_offset + align_up(sizeof(std::uint32_t));
     longitude_offset = latitude_offset + align_up(cells * sizeof(double));
     index_offset = longitude_offset + align_up(cells * sizeof(double));
     angle_offset = index_offset + align_up(cells * k * sizeof(std::int64_t));
-    counts_offset = angle_offset + align_up(cells * k * sizeof(double));
-    offsets_offset = counts_offset + align_up(cells * sizeof(std::uint32_t));
-    ranges_offset = offsets_offset + align_up(cells * sizeof(std::uint32_t));
-    entries_offset = ranges_offset + align_up(cells * sizeof(cell_range));
-    temporary_offset = entries_offset + align_up(capacity * sizeof(std::uint32_t));
-    temporary_bytes = std::max(scan_temporary_bytes(cells), sort_temporary_bytes<std::uint32_t>(n, bucket_bits));
+    ranges_offset = angle_offset + align_up(cells * k * sizeof(double));
+    walkers_offset = ranges_offset + align_up(cells * sizeof(cell_range));
+    starts_offset = walkers_offset + (sorted ? 0 : align_up(cells * sizeof(std::uint32_t)));
+    entries_offset = starts_offset + (sorted ? 0 : align_up(cells * sizeof(std::uint32_t)));
+    // k = 1 lists hold float32 points (tree_cell_nearest), longer ones sorted positions.
+    temporary_offset = entries_offset + align_up(capacity * (sorted ? sizeof(std::uint32_t) : sizeof(float4)));
+    temporary_bytes = sorted ? sort_temporary_bytes<std::uint32_t>(n, bucket_bits) : scan_temporary_bytes(cells);
     bytes = temporary_offset + temporary_bytes;
   }
   cube_grid grid;
   std::size_t cells, buckets, capacity;  // buckets: the observations' sort keys (tree_cell_buckets); capacity: entries
   std::uint32_t most;
   int bucket_bits;
-  std::size_t keys_offset, ids_offset, count_offset, latitude_offset, longitude_offset, index_offset, angle_offset, counts_offset,
-    offsets_offset, ranges_offset, entries_offset, temporary_offset, temporary_bytes, bytes;
+  std::size_t keys_offset, ids_offset, order_offset, count_offset, latitude_offset, longitude_offset, index_offset, angle_offset,
+    ranges_offset, walkers_offset, starts_offset, entries_offset, temporary_offset, temporary_bytes, bytes;
 };
 
 /// The cell-list query (tree_cells.cuh) of `observations` into `result` on `stream`, in `memory`
-/// (cell_plan::bytes): the cells' centres and their k nearest, the lists (count, scan, fill), the
-/// observations sorted by cell, the scan of each listed observation's list, and the tree walk for the
-/// observations of cells without one.
+/// (cell_plan::bytes): the cells' centres and their k nearest, the lists (one slot of `most` a cell), the
+/// scan of each listed observation's list (k > 1: the observations sorted by cell first; k = 1: in
+/// their own order), and the tree walk for the observations of cells without one.
 template <int K, class Index, class T>
 void cell_list_search(points_ref<T> const& observations, neighbors_ref<Index, T> const& result, tree_view const& tree,
                       cell_plan const& plan, double limit, double scale, std::byte* memory, stream_ref stream)
 {
   std::size_t const n = observations.count, cells = plan.cells;
   int const k = static_cast<int>(result.k);
-  auto* const keys = reinterpret_cast<std::uint32_t*>(memory + plan.keys_offset);
   auto* const ids = reinterpret_cast<std::uint32_t*>(memory + plan.ids_offset);
   auto* const deferred = reinterpret_cast<std::uint32_t*>(memory + plan.count_offset);
   auto* const latitude = reinterpret_cast<double*>(memory + plan.latitude_offset);
   auto* const longitude = reinterpret_cast<double*>(memory + plan.longitude_offset);
   auto* const centre_index = reinterpret_cast<std::int64_t*>(memory + plan.index_offset);
   auto* const centre_angle = reinterpret_cast<double*>(memory + plan.angle_offset);
-  auto* const counts = reinterpret_cast<std::uint32_t*>(memory + plan.counts_offset);
-  auto* const offsets = reinterpret_cast<std::uint32_t*>(memory + plan.offsets_offset);
   auto* const ranges = reinterpret_cast<cell_range*>(memory + plan.ranges_offset);
-  auto* const entries = reinterpret_cast<std::uint32_t*>(memory + plan.entries_offset);
-  std::byte* const temporary = memory + plan.temporary_offset;
+  std::byte* const entries = memory + plan.entries_offset;
   double const limit_chord = std::sqrt(limit);
 
   // The lists.
@@ -229,30 +230,52 @@ void cell_list_search(points_ref<T> const& observations, neighbors_ref<Index, T>
     neighbors_ref<std::int64_t, double>::dense(centre_index, centre_angle, cells, result.k), k,
     std::numeric_limits<double>::infinity(), 1.0);
   STREAMKIT_CHECK_LAUNCH();
-  tree_cell_lists<false><<<cell_blocks, cell_threads, 0, stream.value()>>>(tree, plan.grid, latitude, longitude, centre_angle, k,
-                                                                          limit_chord, plan.most, counts, nullptr, ranges, nullptr);
-  STREAMKIT_CHECK_LAUNCH();
-  std::size_t scan_bytes = plan.temporary_bytes;
-  STREAMKIT_CUDA_TRY(
-    cub::DeviceScan::ExclusiveSum(temporary, scan_bytes, counts, offsets, static_cast<std::int64_t>(cells), stream.value()));
-  tree_cell_lists<true><<<cell_blocks, cell_threads, 0, stream.value()>>>(tree, plan.grid, latitude, longitude, centre_angle, k,
-                                                                         limit_chord, plan.most, counts, offsets, ranges, entries);
-  STREAMKIT_CHECK_LAUNCH();
-
-  // The observations sorted by bucket: those of cells without a list first (*deferred of them).
   unsigned const observation_blocks = grid_size("tree_cell_search", n, cell_threads);
-  tree_cell_buckets<T><<<observation_blocks, cell_threads, 0, stream.value()>>>(observations, n, plan.grid, ranges, keys, ids);
-  STREAMKIT_CHECK_LAUNCH();
-  sorted_pairs<std::uint32_t> const sorted =
-    sort_by_key(keys, ids, n, plan.bucket_bits, temporary, plan.temporary_bytes, stream);
-  tree_cell_deferred_count<<<1, 1, 0, stream.value()>>>(sorted.keys, n, static_cast<std::uint32_t>(cells), deferred);
-  STREAMKIT_CHECK_LAUNCH();
-  tree_cell_search<K, Index, T><<<observation_blocks, cell_threads, 0, stream.value()>>>(
-    observations, n, sorted.ids, deferred, tree, plan.grid, ranges, entries, result, k, limit, scale);
-  STREAMKIT_CHECK_LAUNCH();
-  tree_search<K, Index, T><<<grid_size("tree_search", n, tree_search_threads), tree_search_threads, 0, stream.value()>>>(
-    observations, n, sorted.ids, tree, result, k, limit, scale, deferred);
-  STREAMKIT_CHECK_LAUNCH();
+  if constexpr (K == 1) {
+    // Each observation in its own order; those of cells without a list queue for the walk, which takes
+    // them in cell order.
+    auto* const points = reinterpret_cast<float4*>(entries);
+    tree_cell_lists<<<cell_blocks, cell_threads, 0, stream.value()>>>(tree, plan.grid, latitude, longitude, centre_angle, k, limit_chord,
+                                                                     plan.most, ranges, points);
+    STREAMKIT_CHECK_LAUNCH();
+    cell_walk_queue const walkers{ids, reinterpret_cast<std::uint32_t*>(memory + plan.keys_offset), deferred,
+                                  reinterpret_cast<std::uint32_t*>(memory + plan.walkers_offset)};
+    auto* const starts = reinterpret_cast<std::uint32_t*>(memory + plan.starts_offset);
+    auto* const ordered = reinterpret_cast<std::uint32_t*>(memory + plan.order_offset);
+    STREAMKIT_CUDA_TRY(cudaMemsetAsync(deferred, 0, sizeof(std::uint32_t), stream.value()));
+    STREAMKIT_CUDA_TRY(cudaMemsetAsync(walkers.per_cell, 0, cells * sizeof(std::uint32_t), stream.value()));
+    tree_cell_nearest<Index, T><<<observation_blocks, cell_threads, 0, stream.value()>>>(observations, n, tree, plan.grid, ranges, points,
+                                                                                      result, limit, scale, walkers);
+    STREAMKIT_CHECK_LAUNCH();
+    std::size_t scan_bytes = plan.temporary_bytes;
+    STREAMKIT_CUDA_TRY(cub::DeviceScan::ExclusiveSum(memory + plan.temporary_offset, scan_bytes, walkers.per_cell, starts,
+                                                     static_cast<std::int64_t>(cells), stream.value()));
+    tree_cell_walk_order<<<cell_walk_order_blocks, cell_threads, 0, stream.value()>>>(walkers, starts, ordered);
+    STREAMKIT_CHECK_LAUNCH();
+    tree_search<K, Index, T><<<grid_size("tree_search", n, tree_search_threads), tree_search_threads, 0, stream.value()>>>(
+      observations, n, ordered, tree, result, k, limit, scale, deferred);
+    STREAMKIT_CHECK_LAUNCH();
+  } else {
+    auto* const keys = reinterpret_cast<std::uint32_t*>(memory + plan.keys_offset);
+    auto* const positions = reinterpret_cast<std::uint32_t*>(entries);
+    tree_cell_lists<<<cell_blocks, cell_threads, 0, stream.value()>>>(tree, plan.grid, latitude, longitude, centre_angle, k, limit_chord,
+                                                                     plan.most, ranges, positions);
+    STREAMKIT_CHECK_LAUNCH();
+    // The observations sorted by bucket: those of cells without a list first (*deferred of them).
+    tree_cell_buckets<T><<<observation_blocks, cell_threads, 0, stream.value()>>>(observations, n, plan.grid, ranges, keys, ids);
+    STREAMKIT_CHECK_LAUNCH();
+    sorted_pairs<std::uint32_t> const sorted =
+      sort_by_key(keys, ids, n, plan.bucket_bits, memory + plan.temporary_offset, plan.temporary_bytes, stream);
+    tree_cell_deferred_count<<<1, 1, 0, stream.value()>>>(sorted.keys, n, static_cast<std::uint32_t>(cells), deferred);
+    STREAMKIT_CHECK_LAUNCH();
+    tree_cell_search<K, Index, T><<<observation_blocks, cell_threads, 0, stream.value()>>>(
+      observations, n, sorted.ids, sorted.keys, deferred, tree, static_cast<std::uint32_t>(cells), ranges, positions, result, k, limit,
+      scale);
+    STREAMKIT_CHECK_LAUNCH();
+    tree_search<K, Index, T><<<grid_size("tree_search", n, tree_search_threads), tree_search_threads, 0, stream.value()>>>(
+      observations, n, sorted.ids, tree, result, k, limit, scale, deferred);
+    STREAMKIT_CHECK_LAUNCH();
+  }
 }
 
 }  // namespace detail
