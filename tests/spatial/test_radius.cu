@@ -26,6 +26,8 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -123,6 +125,29 @@ host_csr<Index, T> radius_two_calls(Engine& index, streamkit::points_ref<T> obs,
 }
 
 
+/// Calls f(index) with each of brute_force_index, tree_index and, unless `engines_only`, nearest_index
+/// (readied for radius queries of `observations` rows, for the const forms) over `refs`, each under its name.
+template <class T, class F>
+void for_each_index(streamkit::points_ref<T> refs, streamkit::nearest_options const& options, std::size_t observations,
+                    streamkit::stream const& s, F&& f, bool engines_only = false)
+{
+  {
+    SCOPED_TRACE("brute_force_index");
+    streamkit::brute_force_index<T> index(refs, options, s);
+    f(index);
+  }
+  {
+    SCOPED_TRACE("tree_index");
+    streamkit::tree_index<T> index(refs, options, s);
+    f(index);
+  }
+  if (engines_only) { return; }
+  SCOPED_TRACE("nearest_index");
+  streamkit::nearest_index<T> index(refs, options, s);
+  index.prepare_radius(observations, s);
+  f(index);
+}
+
 double scale_of(streamkit::nearest_options const& options)
 {
   switch (options.unit) {
@@ -178,21 +203,8 @@ void check_every_engine(point_set const& obs_points, point_set const& ref_points
     auto const unsorted_distances = radius_two_calls<Index, T>(index, obs.points, unsorted, true, s);
     expect_radius(unsorted_distances, obs.seen, refs.seen, radii, scale, false, true);
   };
-  {
-    SCOPED_TRACE("brute_force_index, two calls");
-    streamkit::brute_force_index<T> index(refs.points, options, s);
-    two_calls(index);
-  }
-  {
-    SCOPED_TRACE("tree_index, two calls");
-    streamkit::tree_index<T> index(refs.points, options, s);
-    two_calls(index);
-  }
-  {
-    SCOPED_TRACE("nearest_index, two calls");
-    streamkit::nearest_index<T> index(refs.points, options, s);
-    two_calls(index);
-  }
+  SCOPED_TRACE("two calls");
+  for_each_index(refs.points, options, obs.size(), s, two_calls);
 }
 
 class Radius : public ::testing::Test {
@@ -476,6 +488,197 @@ TEST_F(Radius, AsyncFormsNeverWaitAndConstFormsTakeTheCallersScratch)
   EXPECT_FALSE(s.ready()) << "the calls returned after the 200 ms kernel: they waited";
   EXPECT_LT(waited, 0.1);
   s.sync();
+}
+
+// ---- the rows an offsets pass keeps for the fill that follows (radius_kept) -----------------------
+
+/// Offsets of `obs` within `r` on `index` (the const form, with `scratch`), on the device and the host.
+template <class T, class Engine>
+std::pair<streamkit::device_buffer<std::int64_t>, std::vector<std::int64_t>> offsets_with(Engine const& index, streamkit::points_ref<T> obs,
+                                                                                          radius_options const& r, streamkit::nearest_scratch& scratch,
+                                                                                          streamkit::stream const& s)
+{
+  auto offsets = to_device(std::vector<std::int64_t>(obs.count + 1, -3), s);
+  index.radius_offsets_async(obs, r, offsets.data(), s, scratch);
+  std::vector<std::int64_t> host = to_host(offsets, s);
+  return {std::move(offsets), std::move(host)};
+}
+
+/// The fill of `obs` into poisoned storage of `offsets` (+ spare), with `scratch` (the const form) or the
+/// index's own (null), the largest row told; checks the spare is untouched and the invalid count.
+template <class T, class Engine>
+host_csr<std::int64_t, T> fill_with(Engine& index, streamkit::points_ref<T> obs, radius_options const& r,
+                                    std::pair<streamkit::device_buffer<std::int64_t>, std::vector<std::int64_t>> const& offsets,
+                                    streamkit::nearest_scratch* scratch, streamkit::stream const& s, std::size_t invalid = 0)
+{
+  std::size_t const n = obs.count;
+  std::vector<std::int64_t> const& host = offsets.second;
+  std::size_t const total = static_cast<std::size_t>(host[n]);
+  auto out_index = to_device(std::vector<std::int64_t>(total + spare, streamkit_test::poison_index), s);
+  auto out_distance = to_device(std::vector<T>(total + spare, static_cast<T>(streamkit_test::poison_distance)), s);
+  auto invalid_count = to_device(std::vector<unsigned long long>{0}, s);
+  streamkit::radius_neighbors_ref<std::int64_t, T> view{offsets.first.data(), out_index.data(), out_distance.data(), n, total + spare,
+                                                        invalid_count.data(), 1};
+  for (std::size_t i = 0; i < n; ++i) { view.largest_row = std::max<std::size_t>(view.largest_row, static_cast<std::size_t>(host[i + 1] - host[i])); }
+  if (scratch != nullptr) {
+    std::as_const(index).radius_fill_async(obs, r, view, s, *scratch);
+  } else {
+    index.radius_fill_async(obs, r, view, s);
+  }
+  host_csr<std::int64_t, T> out{host, to_host(out_index, s), to_host(out_distance, s)};
+  for (std::size_t e = total; e < total + spare; ++e) {
+    EXPECT_EQ(out.index[e], streamkit_test::poison_index) << "element " << e << " past the total was written";
+    EXPECT_EQ(out.distance[e], static_cast<T>(streamkit_test::poison_distance)) << "distance " << e << " past the total";
+  }
+  out.index.resize(total);
+  out.distance.resize(total);
+  EXPECT_EQ(to_host(invalid_count, s)[0], invalid) << "result.invalid_count";
+  return out;
+}
+
+/// Observations whose rows hold 0, 1, a few (up to the 32 an offsets pass keeps) and many (hundreds)
+/// references, and their radii (metres): clustered observations among clustered references within 60 m,
+/// scattered ones within 200 to 1500 km of 4000 scattered references; 5 % invalid.
+struct kept_rows_data {
+  point_set obs, refs;
+  std::vector<double> radii;
+  std::size_t invalid = 0;
+};
+
+kept_rows_data kept_rows_data_of(std::mt19937_64& rng)
+{
+  kept_rows_data d;
+  d.refs = clustered(400, 4000, 100.0, rng);
+  d.obs = clustered(60, 500, 100.0, rng);
+  std::uniform_real_distribution<double> far(200e3, 1500e3);
+  for (std::size_t i = 0; i < d.obs.size(); ++i) { d.radii.push_back(i < 180 ? 60.0 : far(rng)); }
+  for (std::size_t i = 3; i < d.obs.size(); i += 20) {
+    d.obs.lat[i] = i % 40 == 3 ? std::numeric_limits<double>::quiet_NaN() : 91.0;
+    ++d.invalid;
+  }
+  return d;
+}
+
+TEST_F(Radius, FillCopiesTheRowsTheOffsetsPassKeptAndSearchesTheOthers)
+{
+  // Kept rows (up to 32 entries) are copied, longer ones searched again: the same rows, entry for
+  // entry, as a fill on a scratch that kept nothing (which searches every row), and the CPU's.
+  streamkit::stream const s(0);
+  kept_rows_data const d = kept_rows_data_of(rng);
+  auto const options = options_in(streamkit::distance_unit::metres, streamkit::invalid_points::mark);
+  auto const check = [&](auto type) {
+    using T = decltype(type);
+    auto const obs = upload<T>(d.obs, angle_unit::degrees, false, s);
+    auto const refs = upload<T>(d.refs, angle_unit::degrees, true, s);
+    auto const radii = to_device(d.radii, s);
+    radius_options r;
+    r.radii = radii.data();
+    auto const with_index = [&](auto& index) {
+      streamkit::nearest_scratch kept, fresh;
+      auto const offsets = offsets_with(index, obs.points, r, kept, s);
+      std::size_t few = 0, many = 0;
+      for (std::size_t i = 0; i < obs.size(); ++i) {
+        std::int64_t const row = offsets.second[i + 1] - offsets.second[i];
+        few += row >= 2 && row <= 32 ? 1 : 0;
+        many += row > 32 ? 1 : 0;
+      }
+      ASSERT_GT(few, 50U) << "rows that fit in the kept entries";
+      ASSERT_GT(many, 50U) << "rows longer than the kept entries";
+      for (bool const sorted : {true, false}) {
+        SCOPED_TRACE(sorted ? "sorted" : "unsorted");
+        radius_options pass = r;
+        pass.sorted = sorted;
+        auto const copied = fill_with(index, obs.points, pass, offsets, &kept, s, d.invalid);
+        auto const searched = fill_with(index, obs.points, pass, offsets, &fresh, s, d.invalid);
+        expect_radius(copied, obs.seen, refs.seen, d.radii, 1000.0 * options.sphere_radius_km, sorted, true);
+        if (sorted) {
+          EXPECT_EQ(copied.index, searched.index) << "kept rows vs every row searched";
+          EXPECT_EQ(copied.distance, searched.distance) << "kept rows vs every row searched";
+        } else {
+          expect_same_sets(copied, searched, "kept rows vs every row searched");
+        }
+      }
+      // The index's own scratch: the two non-const calls.
+      streamkit::device_buffer<std::int64_t> own(obs.size() + 1, s);
+      index.radius_offsets_async(obs.points, r, own.data(), s);
+      EXPECT_EQ(to_host(own, s), offsets.second);
+      auto const own_fill = fill_with(index, obs.points, r, offsets, nullptr, s, d.invalid);
+      auto const searched = fill_with(index, obs.points, r, offsets, &fresh, s, d.invalid);
+      EXPECT_EQ(own_fill.index, searched.index) << "the index's own scratch";
+    };
+    for_each_index(refs.points, options, obs.size(), s, with_index);
+  };
+  check(float{});
+  check(double{});
+}
+
+TEST_F(Radius, KeptRowsOfOtherObservationsRadiiOrReferencesAreSearchedAgain)
+{
+  // What an offsets pass kept belongs to its own observations, radii and references: a fill on the
+  // same scratch for others (the same row count) must search them, not copy.
+  streamkit::stream const s(0);
+  kept_rows_data const d = kept_rows_data_of(rng);
+  kept_rows_data moved = d;  // every third observation elsewhere
+  point_set const elsewhere = uniform_points(d.obs.size(), rng);
+  for (std::size_t i = 0; i < d.obs.size(); i += 3) {
+    moved.obs.lat[i] = elsewhere.lat[i];
+    moved.obs.lon[i] = elsewhere.lon[i];
+  }
+  point_set const other_refs = clustered(400, 4000, 100.0, rng);
+  auto const options = options_in(streamkit::distance_unit::metres, streamkit::invalid_points::mark);
+  double const scale = 1000.0 * options.sphere_radius_km;
+  auto const obs = upload<double>(d.obs, angle_unit::degrees, false, s);
+  auto const obs_moved = upload<double>(moved.obs, angle_unit::degrees, false, s);
+  auto const refs = upload<double>(d.refs, angle_unit::degrees, true, s);
+  auto const refs_other = upload<double>(other_refs, angle_unit::degrees, true, s);
+  auto const radii = to_device(d.radii, s);
+  std::vector<double> half = d.radii;
+  for (double& radius : half) { radius /= 2.0; }
+  auto const radii_half = to_device(half, s);
+  radius_options r, r_half;
+  r.radii = radii.data();
+  r_half.radii = radii_half.data();
+  std::size_t moved_invalid = 0;
+  for (char const valid : obs_moved.seen.valid) { moved_invalid += valid ? 0 : 1; }
+  auto const check = [&](auto& index) {
+    using engine = std::decay_t<decltype(index)>;
+    streamkit::nearest_scratch kept, fresh;
+    auto const offsets = offsets_with(index, obs.points, r, kept, s);
+    auto const expected = fill_with(index, obs.points, r, offsets, &fresh, s, d.invalid);
+    expect_radius(expected, obs.seen, refs.seen, d.radii, scale, true, true);
+    {
+      SCOPED_TRACE("other observations counted in between");
+      auto const other = offsets_with(index, obs_moved.points, r, kept, s);
+      EXPECT_EQ(fill_with(index, obs.points, r, offsets, &kept, s, d.invalid).index, expected.index);
+      auto const got = fill_with(index, obs_moved.points, r, other, &kept, s, moved_invalid);
+      expect_radius(got, obs_moved.seen, refs.seen, moved.radii, scale, true, true);
+    }
+    {
+      SCOPED_TRACE("other radii counted in between");
+      static_cast<void>(offsets_with(index, obs.points, r_half, kept, s));
+      EXPECT_EQ(fill_with(index, obs.points, r, offsets, &kept, s, d.invalid).index, expected.index);
+    }
+    {
+      SCOPED_TRACE("counted on other references");
+      engine other(refs_other.points, options, s);
+      streamkit::nearest_scratch other_scratch;
+      static_cast<void>(offsets_with(other, obs.points, r, kept, s));
+      auto const mine = offsets_with(index, obs.points, r, other_scratch, s);
+      EXPECT_EQ(fill_with(index, obs.points, r, mine, &kept, s, d.invalid).index, expected.index);
+    }
+    {
+      SCOPED_TRACE("references updated in between");
+      streamkit::device_buffer<std::int64_t> own(obs.size() + 1, s);
+      index.radius_offsets_async(obs.points, r, own.data(), s);  // kept in the index's own scratch
+      index.update(refs_other.points, s);
+      auto const updated = offsets_with(index, obs.points, r, fresh, s);
+      streamkit::nearest_scratch another;
+      auto const expected_other = fill_with(index, obs.points, r, updated, &another, s, d.invalid);
+      expect_radius(expected_other, obs.seen, refs_other.seen, d.radii, scale, true, true);
+      EXPECT_EQ(fill_with(index, obs.points, r, updated, nullptr, s, d.invalid).index, expected_other.index);
+    }
+  };
+  for_each_index(refs.points, options, d.obs.size(), s, check, true);  // the front end forwards to these engines
 }
 
 // ---- host side: argument checks, run in CI without a GPU -----------------------------------------

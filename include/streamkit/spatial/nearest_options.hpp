@@ -9,6 +9,7 @@
 #include <streamkit/spatial/haversine.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 
 namespace streamkit {
@@ -63,12 +64,32 @@ class nearest_scratch {
   /// little is replaced from `resource`; otherwise nothing is allocated.
   std::byte* reserve(std::size_t bytes, int device, stream_ref stream, device_resource_ref resource)
   {
-    if (!bytes_.empty() && bytes_.device() != device) { bytes_ = device_buffer<std::byte>(); }
-    if (bytes_.size() < bytes) { bytes_ = device_buffer<std::byte>(bytes, stream, resource); }
-    bytes_.set_stream(stream);
-    return bytes_.data();
+    return reserve_in(bytes_, bytes, device, stream, resource);
   }
+  /// As reserve(), for the rows a radius offsets pass keeps (kept_).
+  std::byte* reserve_kept(std::size_t bytes, int device, stream_ref stream, device_resource_ref resource)
+  {
+    return reserve_in(kept_, bytes, device, stream, resource);
+  }
+  static std::byte* reserve_in(device_buffer<std::byte>& buffer, std::size_t bytes, int device, stream_ref stream,
+                               device_resource_ref resource)
+  {
+    if (!buffer.empty() && buffer.device() != device) { buffer = device_buffer<std::byte>(); }
+    if (buffer.size() < bytes) { buffer = device_buffer<std::byte>(bytes, stream, resource); }
+    buffer.set_stream(stream);
+    return buffer.data();
+  }
+  /// What the last radius offsets pass on this scratch left in kept_ for the fill that follows
+  /// (radius_impl.cuh): the preparation of the references it searched (0: nothing), its rows and the
+  /// entries it kept of each.
+  struct radius_kept_rows {
+    std::uint64_t preparation = 0;
+    std::size_t rows = 0;
+    unsigned slots = 0;
+  };
   device_buffer<std::byte> bytes_;
+  device_buffer<std::byte> kept_;
+  radius_kept_rows kept_rows_;
 };
 
 }  // namespace streamkit

@@ -48,7 +48,8 @@ struct radius_neighbors_ref {
   unsigned long long* invalid_count = nullptr;  ///< optional device counter of invalid observations (added to)
   /// Optional: the largest row (offsets[i + 1] − offsets[i]), when the caller has read the offsets; 0:
   /// unknown. Up to radius_small_row, a sorted fill sorts each row by one warp in shared memory
-  /// instead of radix-sorting the whole result.
+  /// instead of radix-sorting the whole result, and copies the rows the offsets pass kept
+  /// (radius_queries.cuh) instead of searching them again.
   std::size_t largest_row = 0;
 };
 

@@ -23,10 +23,17 @@
 ///   memory from the index's resource, and throws std::length_error saying how many would have come
 ///   back when a row exceeds radius_options::max_per_row or the total radius_options::max_total,
 ///   before the second pass: nothing is ever cut silently. radius_count_async() only counts.
+/// - One search where it can: the offsets pass keeps, in the scratch it runs on, the first 32 entries
+///   of each row it counts (12 bytes each, 32 more per row: at most 1 GiB in all, so fewer entries
+///   above about 2.6 million observations and none above 13 million), and the fill that follows on
+///   the same scratch, unsorted or told result.largest_row, copies each row that was kept whole
+///   instead of searching it again; it searches only the longer rows and any row whose observation,
+///   radius or references are not those the offsets pass counted. The results are the same either way.
 /// - Working memory: the index's scratch (or the caller's nearest_scratch, in the const forms, which
-///   let several streams query one index), from the index's resource. A sorted fill takes 32 bytes
-///   per element of the storage's capacity on top of the result (a radix sort of (row, squared chord,
-///   index) keys over the whole result: no segmented sort, which would wait for the device).
+///   let several streams query one index), from the index's resource. A sorted fill takes 16 bytes
+///   per element of the storage's capacity on top of the result when told the largest row (each row
+///   sorted by one warp), else 32 (a radix sort of (row, squared chord, index) keys over the whole
+///   result: no segmented sort, which would wait for the device).
 /// - Limits: at most 2^32 − 1 observations per query.
 
 #include <streamkit/core/stream_ref.hpp>
@@ -42,6 +49,7 @@ namespace streamkit {
 namespace detail {
 template <class Index, class T>
 struct radius_pass;
+struct radius_kept;
 struct lat_lon;
 }  // namespace detail
 
@@ -118,6 +126,10 @@ class radius_queries {
   template <class E, class Index>
   static void fill_on(E const& engine, points_ref<T> const& observations, radius_options const& radius,
                       radius_neighbors_ref<Index, T> const& result, stream_ref stream, nearest_scratch& scratch);
+  template <class E, class Index>
+  static void fill_from_kept(E const& engine, points_ref<T> const& observations, radius_options const& radius,
+                             radius_neighbors_ref<Index, T> const& result, stream_ref stream, nearest_scratch& scratch,
+                             detail::radius_kept const& kept);
 };
 
 }  // namespace streamkit

@@ -12,12 +12,22 @@
 #include <streamkit/spatial/nearest_options.hpp>
 #include <streamkit/spatial/points.hpp>
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
 namespace streamkit::detail {
+
+/// A number no other preparation of references in this process has had (the first is 1), so that
+/// what a query kept about one reference set is never taken for another's (radius_impl.cuh).
+inline std::uint64_t next_preparation() noexcept
+{
+  static std::atomic<std::uint64_t> last{0};
+  return ++last;
+}
 
 /// The options, memory resource, reference count and device of an engine, its device counters of
 /// invalid points and the scratch of its queries without a scratch argument. A moved-from core is
@@ -43,6 +53,7 @@ class index_core {
         resource_(other.resource_),
         count_(std::exchange(other.count_, 0)),
         device_(std::exchange(other.device_, -1)),
+        preparation_(std::exchange(other.preparation_, 0)),
         invalid_counts_(std::move(other.invalid_counts_)),
         scratch_(std::move(other.scratch_))
   {
@@ -54,6 +65,7 @@ class index_core {
       resource_ = other.resource_;
       count_ = std::exchange(other.count_, 0);
       device_ = std::exchange(other.device_, -1);
+      preparation_ = std::exchange(other.preparation_, 0);
       invalid_counts_ = std::move(other.invalid_counts_);
       scratch_ = std::move(other.scratch_);
     }
@@ -74,6 +86,7 @@ class index_core {
     }
     device_ = stream_device;
     count_ = m;
+    preparation_ = next_preparation();
     invalid_counts_.set_stream(stream);
     STREAMKIT_CUDA_TRY(cudaMemsetAsync(invalid_counts_.data(), 0, sizeof(unsigned long long), stream.value()));
   }
@@ -103,6 +116,7 @@ class index_core {
   device_resource_ref resource_;
   std::size_t count_ = 0;
   int device_ = -1;
+  std::uint64_t preparation_ = 0;  // next_preparation() of the current references (0: none)
   device_buffer<unsigned long long> invalid_counts_;  // invalid references (preparation), observations (blocking query)
   nearest_scratch scratch_;                           // of the queries without a scratch argument
 };

@@ -101,12 +101,13 @@ inline int radius_sort_end_bit(std::size_t rows)
   return 96 + bits;
 }
 
-/// Launches radius_sort_rows for rows of at most `largest_row` (radius_small_row at most): up to 4
-/// warps a block, as many as the device's shared memory per block holds at 12 bytes an entry.
+/// Launches radius_sort_rows for rows[0 … *row_count) (every row when null) of at most `largest_row`
+/// (radius_small_row at most): up to 4 warps a block, as many as the device's shared memory per block
+/// holds at 12 bytes an entry.
 template <class Index, class T>
-void sort_rows(points_ref<T> const& observations, std::size_t n, std::int64_t const* offsets, tree_key* keys, lat_lon const* coordinates,
-               std::size_t m, radius_neighbors_ref<Index, T> const& result, double scale, std::size_t largest_row, int device,
-               stream_ref stream)
+void sort_rows(points_ref<T> const& observations, std::size_t n, std::uint32_t const* rows, std::uint32_t const* row_count,
+               std::int64_t const* offsets, tree_key* keys, lat_lon const* coordinates, std::size_t m,
+               radius_neighbors_ref<Index, T> const& result, double scale, std::size_t largest_row, int device, stream_ref stream)
 {
   unsigned room = 32;
   while (room < largest_row) { room *= 2; }
@@ -119,9 +120,78 @@ void sort_rows(points_ref<T> const& observations, std::size_t n, std::int64_t co
     STREAMKIT_CUDA_TRY(cudaFuncSetAttribute(radius_sort_rows<Index, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   }
   radius_sort_rows<Index, T><<<grid_size("radius_sort_rows", n, warps * 32, grid_stride_blocks), static_cast<unsigned>(warps * 32), bytes,
-                               stream.value()>>>(observations, n, offsets, keys, coordinates, m, result.index, result.distance, scale, room);
+                               stream.value()>>>(observations, n, rows, row_count, offsets, keys, coordinates, m, result.index, result.distance, scale,
+                                                 room);
   STREAMKIT_CHECK_LAUNCH();
 }
+
+/// Starts a fill of `result` (sorted, or not): its offsets clamped to the storage into `clamped` (n + 1)
+/// and the brute force's cursors (n) on `stream`; returns the pass that fills it, with `keys` (capacity)
+/// for a sorted fill.
+template <class Index, class T>
+radius_pass<Index, T> start_fill(radius_options const& radius, bool sorted, double scale, radius_neighbors_ref<Index, T> const& result,
+                                 std::int64_t* clamped, unsigned long long* cursors, tree_key* keys, stream_ref stream)
+{
+  std::size_t const n = result.count;
+  radius_clamp_offsets<<<grid_size("radius_clamp_offsets", n + 1, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
+    result.offsets, n, result.capacity, clamped, cursors);
+  STREAMKIT_CHECK_LAUNCH();
+  radius_pass<Index, T> pass;
+  pass.mode = sorted ? radius_mode::fill_sorted : radius_mode::fill_unsorted;
+  pass.radius = radius.radius;
+  pass.radii = radius.radii;
+  pass.scale = scale;
+  pass.offsets = clamped;
+  pass.cursors = cursors;
+  pass.index = result.index;
+  pass.distance = result.distance;
+  pass.keys = keys;
+  pass.invalid_count = result.invalid_count;
+  return pass;
+}
+
+/// The most memory an offsets pass keeps rows in (radius_kept): 32 entries of each row up to about 2.6
+/// million observations, fewer above, none above about 13 million.
+inline constexpr std::size_t radius_kept_limit = std::size_t{1} << 30;
+/// Bytes of radius_kept an observation takes besides its entries: count, tag and place in the order.
+inline constexpr std::size_t radius_kept_row_bytes = sizeof(std::uint32_t) + sizeof(radius_row_tag) + sizeof(std::uint32_t);
+/// Bytes of radius_kept an entry takes: its squared chord and its reference.
+inline constexpr std::size_t radius_kept_entry_bytes = sizeof(std::uint64_t) + sizeof(std::uint32_t);
+
+/// Entries an offsets pass of n observations keeps of each row: as many as radius_kept_limit holds, 32
+/// at most (a warp sorts a row that the fill copies); 0 below 4 (too few to spare a row its search).
+inline unsigned radius_kept_slots(std::size_t n) noexcept
+{
+  std::size_t const per_row = radius_kept_limit / std::max<std::size_t>(n, 1);
+  std::size_t const slots = per_row > radius_kept_row_bytes ? (per_row - radius_kept_row_bytes) / radius_kept_entry_bytes : 0;
+  return slots < 4 ? 0u : static_cast<unsigned>(std::min<std::size_t>(slots, 32));
+}
+
+/// Where the arrays of radius_kept for n rows of `slots` entries lie in one allocation of `bytes`.
+struct radius_kept_layout {
+  radius_kept_layout(std::size_t n, unsigned kept_slots) noexcept
+      : slots(kept_slots),
+        ids_offset(align_up(n * slots * sizeof(std::uint64_t))),
+        found_offset(ids_offset + align_up(n * slots * sizeof(std::uint32_t))),
+        tags_offset(found_offset + align_up(n * sizeof(std::uint32_t))),
+        order_offset(tags_offset + align_up(n * sizeof(radius_row_tag))),
+        bytes(order_offset + align_up(n * sizeof(std::uint32_t)))
+  {
+  }
+  radius_kept at(std::byte* memory) const noexcept
+  {
+    radius_kept kept;
+    kept.slots = slots;
+    kept.chords = reinterpret_cast<std::uint64_t*>(memory);
+    kept.ids = reinterpret_cast<std::uint32_t*>(memory + ids_offset);
+    kept.found = reinterpret_cast<std::uint32_t*>(memory + found_offset);
+    kept.tags = reinterpret_cast<radius_row_tag*>(memory + tags_offset);
+    kept.order = reinterpret_cast<std::uint32_t*>(memory + order_offset);
+    return kept;
+  }
+  unsigned slots;
+  std::size_t ids_offset, found_offset, tags_offset, order_offset, bytes;
+};
 
 }  // namespace detail
 
@@ -152,6 +222,7 @@ void brute_force_index<T>::radius_run(points_ref<T> const& observations, detail:
   reference_layout const layout(this->count_);
   std::byte const* const base = references_.data();
   dim3 const grid(plan.obs_blocks, plan.slices);
+  pass.kept.sliced = true;  // the blocks of every slice find entries of a row
   radius_brute_force<Index, T><<<grid, shape::threads, 0, stream.value()>>>(observations, n, layout.vectors(base), layout.precise(base),
                                                                           layout.coordinates(base), this->count_, plan.slice_length, pass);
   STREAMKIT_CHECK_LAUNCH();
@@ -176,12 +247,25 @@ void tree_index<T>::radius_run(points_ref<T> const& observations, detail::radius
 {
   using namespace detail;
   std::size_t const n = observations.count;
-  std::uint32_t const* const order = observation_order(observations, memory, stream);  // as the k-nearest search
-  pass.cursors = nullptr;  // one thread per row: positions without atomics
+  // Listed rows in their order, else every row in the k-nearest search's.
+  std::uint32_t const* const order = pass.rows != nullptr ? pass.rows : observation_order(observations, memory, stream);
   tree_view const view = tree_layout(this->count_, leaves_).view(tree_.data(), member_ids_, leaves_);
-  radius_tree<Index, T><<<grid_size("radius_tree", n, tree_search_threads), tree_search_threads, 0, stream.value()>>>(observations, n,
-                                                                                                                     order, view, pass);
-  STREAMKIT_CHECK_LAUNCH();
+  auto const launch = [&](auto kernel, std::size_t rows, int lanes) {
+    kernel<<<grid_size("radius_tree", rows * static_cast<std::size_t>(lanes), tree_search_threads), tree_search_threads, 0,
+             stream.value()>>>(observations, n, order, view, pass);
+    STREAMKIT_CHECK_LAUNCH();
+  };
+  constexpr int few = radius_tree_lanes_few;
+  if (pass.row_count != nullptr) {  // a count on the device: each launch searches them when it is its share (positions with atomics)
+    launch(radius_tree<few, Index, T>, std::min(n, radius_tree_few_rows), few);
+    if (n > radius_tree_few_rows) { launch(radius_tree<1, Index, T>, n, 1); }
+  } else if (n <= radius_tree_few_rows) {  // several threads a row: places taken with atomics
+    pass.kept.sliced = true;
+    launch(radius_tree<few, Index, T>, n, few);
+  } else {
+    pass.cursors = nullptr;  // one thread a row: positions without atomics
+    launch(radius_tree<1, Index, T>, n, 1);
+  }
 }
 
 // ---- the queries, once for every engine -----------------------------------------------------------
@@ -214,6 +298,15 @@ void radius_queries<Engine, T>::count_on(E const& engine, points_ref<T> const& o
   pass.radii = radius.radii;
   pass.scale = distance_scale(engine.options_);
   pass.counts = counts;
+  // The offsets pass keeps the first entries of each row for the fill that follows on this scratch.
+  unsigned const slots = offsets ? radius_kept_slots(n) : 0u;
+  if (offsets) { scratch.kept_rows_ = {}; }
+  if (slots > 0) {
+    radius_kept_layout const layout(n, slots);
+    pass.kept = layout.at(scratch.reserve_kept(layout.bytes, engine.device_, stream, engine.resource_));
+    STREAMKIT_CUDA_TRY(cudaMemsetAsync(pass.kept.found, 0, n * sizeof(std::uint32_t), stream.value()));
+    scratch.kept_rows_ = {engine.preparation_, n, slots};
+  }
   engine.radius_run(observations, pass, stream, memory);
   if (offsets) {
     std::size_t temporary_bytes = scan_bytes;
@@ -247,6 +340,17 @@ void radius_queries<Engine, T>::fill_on(E const& engine, points_ref<T> const& ob
   // Short rows (the caller says so): each sorted by one warp; else one radix sort of everything.
   bool const short_rows = sorted && result.largest_row > 0 && result.largest_row <= radius_small_row;
   bool const radix = sorted && !short_rows;
+  // The rows the offsets pass on this scratch kept, when it searched these references for n rows:
+  // copied where they are the same rows, and only the others searched (not with the radix sort,
+  // which sorts every row at once).
+  auto const& kept_rows = scratch.kept_rows_;
+  radius_kept_layout const kept_layout(n, kept_rows.slots);
+  bool const from_kept = !radix && kept_rows.slots > 0 && kept_rows.preparation == engine.preparation_ && kept_rows.rows == n &&
+                         scratch.kept_.size() >= kept_layout.bytes && scratch.kept_.device() == engine.device_;
+  if (from_kept) {
+    fill_from_kept(engine, observations, radius, result, stream, scratch, kept_layout.at(scratch.kept_.data()));
+    return;
+  }
   std::size_t const keys_bytes = sorted ? align_up((radix ? 2 : 1) * capacity * sizeof(tree_key)) : 0;
   int const end_bit = radius_sort_end_bit(n);
   std::size_t const sort_bytes = radix ? radius_sort_bytes(capacity, end_bit) : 0;
@@ -261,25 +365,12 @@ void radius_queries<Engine, T>::fill_on(E const& engine, points_ref<T> const& ob
   // reads as no reference. The radix sort sorts the whole storage over (row, chord, id) (a segmented
   // sort would wait for the device).
   if (sorted) { STREAMKIT_CUDA_TRY(cudaMemsetAsync(keys, 0xff, capacity * sizeof(tree_key), stream.value())); }
-  radius_clamp_offsets<<<grid_size("radius_clamp_offsets", n + 1, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
-    result.offsets, n, capacity, clamped, cursors);
-  STREAMKIT_CHECK_LAUNCH();
-  radius_pass<Index, T> pass;
-  pass.mode = sorted ? radius_mode::fill_sorted : radius_mode::fill_unsorted;
-  pass.radius = radius.radius;
-  pass.radii = radius.radii;
-  pass.scale = distance_scale(engine.options_);
-  pass.offsets = clamped;
-  pass.cursors = cursors;
-  pass.index = result.index;
-  pass.distance = result.distance;
-  pass.keys = keys;
-  pass.invalid_count = result.invalid_count;
+  radius_pass<Index, T> pass = start_fill(radius, sorted, distance_scale(engine.options_), result, clamped, cursors, keys, stream);
   engine.radius_run(observations, pass, stream, memory);
   if (!sorted) { return; }
   if (short_rows) {
-    sort_rows(observations, n, clamped, keys, engine.radius_coordinates(), engine.count_, result, pass.scale, result.largest_row,
-              engine.device_, stream);
+    sort_rows(observations, n, nullptr, nullptr, clamped, keys, engine.radius_coordinates(), engine.count_, result, pass.scale,
+              result.largest_row, engine.device_, stream);
     return;
   }
   sorted_pairs<tree_key> const order =
@@ -287,6 +378,47 @@ void radius_queries<Engine, T>::fill_on(E const& engine, points_ref<T> const& ob
   radius_finish_sorted<Index, T><<<grid_size("radius_finish_sorted", capacity, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
     observations, n, clamped, order.keys, engine.radius_coordinates(), engine.count_, result.index, result.distance, pass.scale);
   STREAMKIT_CHECK_LAUNCH();
+}
+
+template <class Engine, class T>
+template <class E, class Index>
+void radius_queries<Engine, T>::fill_from_kept(E const& engine, points_ref<T> const& observations, radius_options const& radius,
+                                               radius_neighbors_ref<Index, T> const& result, stream_ref stream, nearest_scratch& scratch,
+                                               detail::radius_kept const& kept)
+{
+  using namespace detail;
+  std::size_t const n = observations.count;
+  std::size_t const capacity = result.capacity;
+  bool const sorted = radius.sorted && capacity > 0;
+  std::size_t const engine_bytes = align_up(engine.radius_scratch_bytes(n));
+  std::size_t const clamped_bytes = align_up((n + 1) * sizeof(std::int64_t));
+  std::size_t const cursors_bytes = align_up(n * sizeof(unsigned long long));
+  std::size_t const rows_bytes = align_up((n + 1) * sizeof(std::uint32_t));  // the rows searched again, then their count
+  std::size_t const keys_bytes = sorted ? align_up(capacity * sizeof(tree_key)) : 0;
+  std::byte* const memory =
+    scratch.reserve(engine_bytes + clamped_bytes + cursors_bytes + rows_bytes + keys_bytes, engine.device_, stream, engine.resource_);
+  auto* const clamped = reinterpret_cast<std::int64_t*>(memory + engine_bytes);
+  auto* const cursors = reinterpret_cast<unsigned long long*>(memory + engine_bytes + clamped_bytes);
+  auto* const rows = reinterpret_cast<std::uint32_t*>(memory + engine_bytes + clamped_bytes + cursors_bytes);
+  std::uint32_t* const row_count = rows + n;
+  auto* const keys = reinterpret_cast<tree_key*>(memory + engine_bytes + clamped_bytes + cursors_bytes + rows_bytes);
+
+  STREAMKIT_CUDA_TRY(cudaMemsetAsync(row_count, 0, sizeof(std::uint32_t), stream.value()));
+  radius_pass<Index, T> pass = start_fill(radius, sorted, distance_scale(engine.options_), result, clamped, cursors, keys, stream);
+  pass.kept = kept;
+  lat_lon const* const coordinates = engine.radius_coordinates();
+  radius_fill_kept<Index, T><<<grid_size("radius_fill_kept", n, 128, grid_stride_blocks), 128, 0, stream.value()>>>(
+    observations, n, result.offsets, pass, coordinates, engine.count_, rows, row_count);
+  STREAMKIT_CHECK_LAUNCH();
+  // The other rows: searched again, then sorted row by row.
+  pass.kept = radius_kept{};
+  pass.rows = rows;
+  pass.row_count = row_count;
+  engine.radius_run(observations, pass, stream, memory);
+  if (sorted) {
+    sort_rows(observations, n, rows, row_count, clamped, keys, coordinates, engine.count_, result, pass.scale, result.largest_row,
+              engine.device_, stream);
+  }
 }
 
 template <class Engine, class T>

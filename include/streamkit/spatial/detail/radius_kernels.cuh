@@ -28,6 +28,27 @@ enum class radius_mode : int {
   fill_sorted,    ///< writes sort keys (row, squared chord, reference id) to scratch, sorted and finished later
 };
 
+/// What an offsets pass searched row i for: the observation's coordinates as loaded (radians) and its radius.
+struct radius_row_tag {
+  double lat, lon, radius;
+};
+
+/// The rows an offsets pass keeps for the fill that follows (radius_impl.cuh), in one allocation
+/// (radius_kept_layout): of each row i its first `slots` entries (chords[i · slots + s]: the float64
+/// squared chord's bits, ids[…]: the reference), its count and what it was searched for (tags[i]);
+/// order[t]: the row that thread t searched. A fill copies a row from here when it is the same row (the
+/// same coordinates and radius, searched on the same references: the same entries) and every entry
+/// of it was kept; it searches the others again.
+struct radius_kept {
+  unsigned slots = 0;   // 0: nothing is kept
+  bool sliced = false;  // the threads of several blocks search a row (brute force): slots are taken with atomics
+  std::uint64_t* chords = nullptr;
+  std::uint32_t* ids = nullptr;
+  std::uint32_t* found = nullptr;  // the row's count (zeroed first when sliced)
+  radius_row_tag* tags = nullptr;
+  std::uint32_t* order = nullptr;
+};
+
 /// The arguments of one radius pass, the same for both engines.
 template <class Index, class T>
 struct radius_pass {
@@ -42,18 +63,23 @@ struct radius_pass {
   T* distance = nullptr;            // fill_unsorted, optional
   tree_key* keys = nullptr;         // fill_sorted: radius_sort_key()s
   unsigned long long* invalid_count = nullptr;  // fill: invalid observations are added here when set
+  radius_kept kept;                              // count: where the offsets pass keeps its rows (slots 0: nowhere)
+  std::uint32_t const* rows = nullptr;           // fill: only rows[0 … *row_count) are searched (in this order)
+  std::uint32_t const* row_count = nullptr;
 };
 
 /// The tests of one observation's radius.
 struct radius_bounds {
   double radius;      // in the distance unit
   double filter;      // float64 squared chord above which no pair can be within (−inf: nothing is)
-  float float_filter; // the same for float32 squared chords (float_chord2_filter)
+  double inner;       // float64 squared chord at or below which every pair is within (−inf: none surely is)
+  float float_filter; // the same as `filter` for float32 squared chords (float_chord2_filter)
   bool all;           // every valid reference is within
 
   __device__ radius_bounds(double r, double scale, bool valid) : radius(r), all(false)
   {
     double const infinity = cuda::std::numeric_limits<double>::infinity();
+    inner = -infinity;
     if (!valid || !(r >= 0.0)) {  // invalid observation, NaN or negative radius: an empty row
       filter = -infinity;
       float_filter = -cuda::std::numeric_limits<float>::infinity();
@@ -73,16 +99,25 @@ struct radius_bounds {
       filter = chord * chord;
       float_filter = float_chord2_filter(filter);
     }
+    // The mirror: a pair whose computed chord is at most that of `inside` lies less than `inside`
+    // apart, and its computed haversine × scale is then at most r; such pairs need no haversine.
+    double const inside = r / scale * (1.0 - 1e-9) - 1e-9;
+    if (!all && inside > 0.0 && inside < 3.1) {
+      double const chord = 2.0 * sin(0.5 * inside) - 1e-14;
+      if (chord > 0.0) { inner = chord * chord; }
+    }
   }
 
-  /// Whether a reference whose float64 squared chord `c` passed `filter` is within: `d` gets its
-  /// haversine distance in radians when it was computed (always unless `all`).
-  __device__ bool within(double lat, double lon, lat_lon const& ref, double scale, double& d) const
+  /// Whether reference `id` (of coordinates[id]), whose float64 squared chord `c` passed `filter`, is
+  /// within: `d` gets its haversine distance in radians when it was computed (negative when not: the
+  /// chord alone decided).
+  __device__ bool within(double c, double lat, double lon, lat_lon const* coordinates, std::uint32_t id, double scale, double& d) const
   {
-    if (all) {
+    if (all || c <= inner) {
       d = -1.0;
       return true;
     }
+    lat_lon const ref = coordinates[id];
     d = haversine(lat, lon, ref.lat, ref.lon);
     return d * scale <= radius;
   }
@@ -97,25 +132,35 @@ __device__ __forceinline__ tree_key radius_sort_key(std::size_t row, double chor
   return {static_cast<std::uint64_t>(row) << 32 | bits >> 32, bits << 32 | id};
 }
 
-/// Where one observation's found pairs go: counted, or written at its row's positions.
+/// Where one observation's found pairs go: counted (and kept), or written at its row's positions.
 template <class Index, class T>
 struct radius_sink {
   radius_pass<Index, T> const& pass;
+  lat_lon const* coordinates;  // of the references, by index
   std::size_t row;
   double lat, lon;
   std::int64_t found = 0;
   std::int64_t row_end = 0;
 
-  __device__ radius_sink(radius_pass<Index, T> const& p, std::size_t i, double la, double lo, bool active)
-      : pass(p), row(i), lat(la), lon(lo)
+  __device__ radius_sink(radius_pass<Index, T> const& p, lat_lon const* references, std::size_t i, double la, double lo, bool active)
+      : pass(p), coordinates(references), row(i), lat(la), lon(lo)
   {
     if (active && pass.mode != radius_mode::count) { row_end = pass.offsets[i + 1]; }
   }
 
   /// Records reference `id` at squared chord `c` and haversine `d` (negative: not computed).
-  __device__ void add(std::uint32_t id, double c, double d, lat_lon const& ref)
+  __device__ void add(std::uint32_t id, double c, double d)
   {
     if (pass.mode == radius_mode::count) {
+      radius_kept const& kept = pass.kept;
+      if (kept.slots > 0) {
+        std::uint64_t const slot = kept.sliced ? atomicAdd(kept.found + row, 1u) : static_cast<std::uint64_t>(found);
+        if (slot < kept.slots) {
+          std::size_t const at = row * kept.slots + static_cast<std::size_t>(slot);
+          kept.chords[at] = static_cast<std::uint64_t>(__double_as_longlong(c));
+          kept.ids[at] = id;
+        }
+      }
       ++found;
       return;
     }
@@ -128,7 +173,10 @@ struct radius_sink {
     } else {
       pass.index[at] = static_cast<Index>(id);
       if (pass.distance != nullptr) {
-        if (d < 0.0) { d = haversine(lat, lon, ref.lat, ref.lon); }
+        if (d < 0.0) {
+          lat_lon const ref = coordinates[id];
+          d = haversine(lat, lon, ref.lat, ref.lon);
+        }
         pass.distance[at] = static_cast<T>(d * pass.scale);
       }
     }
@@ -158,34 +206,47 @@ __global__ void __launch_bounds__(radius_brute_force_shape::threads)
   constexpr int tile = radius_brute_force_shape::tile;
   __shared__ vec4<float> tile_points[tile];
   __shared__ vec4<double> precise_tile[tile];
-  std::size_t const i = blockIdx.x * std::size_t{radius_brute_force_shape::threads} + threadIdx.x;
+  std::size_t const t = blockIdx.x * std::size_t{radius_brute_force_shape::threads} + threadIdx.x;
+  std::size_t const searched = pass.row_count != nullptr ? *pass.row_count : n;
+  if (blockIdx.x * std::size_t{radius_brute_force_shape::threads} >= searched) { return; }  // the whole block
+  bool const active = t < searched;
+  std::size_t const i = !active ? 0 : (pass.rows != nullptr ? pass.rows[t] : t);
   std::size_t const begin = blockIdx.y * slice_length;
   std::size_t const end = min_of(m, begin + slice_length);
-  bool const active = i < n;
 
   double lat = 0.0, lon = 0.0;
   bool const valid = active && load_point(observations, i, lat, lon);
   radius_bounds const bounds(active ? row_radius(pass, i) : 0.0, pass.scale, valid);
   vec4<float> const p = unit_vector<float>(lat, lon, valid);
   vec4<double> const precise_p = unit_vector<double>(lat, lon, valid);
-  radius_sink<Index, T> sink(pass, i, lat, lon, active);
+  radius_sink<Index, T> sink(pass, coordinates, i, lat, lon, active);
 
   for (std::size_t tile_begin = begin; tile_begin < end; tile_begin += tile) {
     load_reference_tile<tile, radius_brute_force_shape::threads>(tile_points, precise_tile, references, precise_references, tile_begin,
                                                                  end);
-    for (int t = 0; t < tile; ++t) {
-      if (!(chord2(p.x, p.y, p.z, tile_points[t]) <= bounds.float_filter)) { continue; }
-      double const c = chord2(precise_p.x, precise_p.y, precise_p.z, precise_tile[t]);
-      if (!(c <= bounds.filter)) { continue; }
-      std::size_t const j = tile_begin + static_cast<std::size_t>(t);
-      lat_lon const ref = coordinates[j];
-      double d;
-      if (bounds.within(lat, lon, ref, pass.scale, d)) { sink.add(static_cast<std::uint32_t>(j), c, d, ref); }
+    // The float32 filter over 32 references at a time (a mask), then the rare pairs that pass it.
+    for (int first = 0; first < tile; first += 32) {
+      unsigned passed = 0;
+#pragma unroll
+      for (int s = 0; s < 32; ++s) { passed |= chord2(p.x, p.y, p.z, tile_points[first + s]) <= bounds.float_filter ? 1u << s : 0u; }
+      while (passed != 0) {
+        int const t = first + __ffs(static_cast<int>(passed)) - 1;
+        passed &= passed - 1;
+        double const c = chord2(precise_p.x, precise_p.y, precise_p.z, precise_tile[t]);
+        if (!(c <= bounds.filter)) { continue; }
+        auto const j = static_cast<std::uint32_t>(tile_begin + static_cast<std::size_t>(t));
+        double d;
+        if (bounds.within(c, lat, lon, coordinates, j, pass.scale, d)) { sink.add(j, c, d); }
+      }
     }
   }
   if (!active) { return; }
   if (pass.mode == radius_mode::count) {
     if (sink.found > 0) { atomicAdd(reinterpret_cast<unsigned long long*>(pass.counts + i), static_cast<unsigned long long>(sink.found)); }
+    if (pass.kept.slots > 0 && blockIdx.y == 0) {
+      pass.kept.tags[i] = {lat, lon, bounds.radius};
+      pass.kept.order[t] = static_cast<std::uint32_t>(i);
+    }
   } else if (!valid && blockIdx.y == 0 && pass.invalid_count != nullptr) {
     atomicAdd(pass.invalid_count, 1ull);
   }
@@ -211,11 +272,62 @@ __device__ __forceinline__ bool radius_wants(tree_view const& tree, std::size_t 
   return box_below <= filter && capsule_room(precise_p, tree.capsules[node], float_bounds) >= 0.0;
 }
 
-/// The tree: thread t takes observation order[t] (t when order is null); the threads of a warp walk the
-/// tree together, depth first, entering a box when any of them may have a reference within its radius
-/// there, and each scans the leaves it wants: an entry (a group of identical float64 vectors) that
-/// passes the filters is expanded to every member of its group, each tested by its own haversine.
-template <class Index, class T>
+/// Scans the entries of `leaf` that lane `part` of `Lanes` takes (entries part, part + Lanes, …) for
+/// one observation: a float32 filter over loads issued together, then the float64 filter; an entry (a
+/// group of identical float64 vectors) that passes both is expanded to every member of its group,
+/// each within when its chord says so (radius_bounds::inner) or its own haversine does.
+template <int Lanes, class Index, class T>
+__device__ __forceinline__ void radius_scan_leaf(tree_view const& tree, std::size_t leaf, unsigned part, float3 const& p,
+                                                 vec4<double> const& precise_p, radius_bounds const& bounds, double scale,
+                                                 radius_sink<Index, T>& sink)
+{
+  constexpr int entries = tree_leaf_size / Lanes;
+  constexpr int batch = entries < 8 ? entries : 8;
+  std::size_t const first = leaf * tree_leaf_size + part;
+  for (int b = 0; b < entries; b += batch) {
+    float4 q[batch];
+#pragma unroll
+    for (int s = 0; s < batch; ++s) { q[s] = tree.points[first + static_cast<std::size_t>((b + s) * Lanes)]; }
+    unsigned passed = 0, single = 0;  // single: groups of one reference (the most common), whose index is precise_q.w
+#pragma unroll
+    for (int s = 0; s < batch; ++s) {
+      passed |= chord2(p.x, p.y, p.z, vec4<float>{q[s].x, q[s].y, q[s].z, 0.f}) <= bounds.float_filter ? 1u << s : 0u;
+      single |= __float_as_uint(q[s].w) == 1u ? 1u << s : 0u;
+    }
+    while (passed != 0) {
+      int const s = __ffs(static_cast<int>(passed)) - 1;
+      passed &= passed - 1;
+      std::size_t const at = first + static_cast<std::size_t>((b + s) * Lanes);
+      vec4<double> const precise_q = tree.precise_points[at];
+      double const c = chord2(precise_p.x, precise_p.y, precise_p.z, precise_q);
+      if (!(c <= bounds.filter)) { continue; }
+      std::uint32_t const members = (single >> s & 1u) != 0 ? 1u : __float_as_uint(tree.points[at].w);
+      std::uint32_t const run = members > 1 ? tree.run_starts[at] : 0u;
+      for (std::uint32_t member = 0; member < members; ++member) {
+        std::uint32_t const id = members > 1 ? tree.member_ids[run + member] : static_cast<std::uint32_t>(precise_q.w);
+        double d;
+        if (bounds.within(c, sink.lat, sink.lon, tree.coordinates, id, scale, d)) { sink.add(id, c, d); }
+      }
+    }
+  }
+}
+
+/// Threads of the tree's radius pass per observation: `Lanes` (a power of two up to tree_leaf_size)
+/// share each leaf's entries, so that few observations still fill the device.
+inline constexpr int radius_tree_lanes_few = 4;
+/// Up to this many observations, radius_tree_lanes_few threads take each (2^16 × 4: about the
+/// threads an H200 holds); one each above.
+inline constexpr std::size_t radius_tree_few_rows = std::size_t{1} << 16;
+
+/// The tree: row r (thread t / Lanes) is observation order[r] (r when order is null), for r below
+/// *pass.row_count when set (else n; with the count, a launch of several lanes a row searches only up
+/// to radius_tree_few_rows rows and a launch of one lane a row only more); the threads of a warp walk the tree together, depth first,
+/// entering a box when any of them may have a reference within its radius there (both children
+/// tested at once, the left one entered first and the right one kept on the warp's stack, with each
+/// thread's own answer in a bit of `wanted`), and each scans its share of the leaves its row wants
+/// (radius_scan_leaf). With several lanes a row, its entries take their places (kept slots, fill
+/// positions) with atomics (pass.kept.sliced, pass.cursors), and the first lane writes its count.
+template <int Lanes, class Index, class T>
 __global__ void __launch_bounds__(tree_search_threads)
   radius_tree(points_ref<T> observations, std::size_t n, std::uint32_t const* order, tree_view tree, radius_pass<Index, T> pass)
 {
@@ -223,9 +335,14 @@ __global__ void __launch_bounds__(tree_search_threads)
   __shared__ std::uint32_t stacks[tree_search_threads / 32][radius_stack_depth];
   std::uint32_t* const stack = stacks[threadIdx.x / 32];
   unsigned const lane = threadIdx.x % 32;
-  std::size_t const t = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
-  bool const active = t < n;
-  std::size_t const i = !active ? 0 : (order != nullptr ? order[t] : t);
+  unsigned const part = threadIdx.x % Lanes;
+  std::size_t const r = (blockIdx.x * std::size_t{blockDim.x} + threadIdx.x) / Lanes;
+  std::size_t const searched = pass.row_count != nullptr ? *pass.row_count : n;
+  if (blockIdx.x * std::size_t{blockDim.x} / Lanes >= searched) { return; }  // the whole block: no warp of it walks
+  // A count on the device: the launch of several lanes a row takes up to radius_tree_few_rows, the other more.
+  if (pass.row_count != nullptr && (Lanes > 1) != (searched <= radius_tree_few_rows)) { return; }
+  bool const active = r < searched;
+  std::size_t const i = !active ? 0 : (order != nullptr ? order[r] : r);
   double lat = 0.0, lon = 0.0;
   bool const valid = active && load_point(observations, i, lat, lon);
   radius_bounds const bounds(active ? row_radius(pass, i) : 0.0, pass.scale, valid);
@@ -242,51 +359,50 @@ __global__ void __launch_bounds__(tree_search_threads)
     float_bounds.lower = 0.f;
     float_bounds.reach = -1.0;
   }
-  radius_sink<Index, T> sink(pass, i, lat, lon, active);
-  std::size_t const groups = *tree.group_count;
+  radius_sink<Index, T> sink(pass, tree.coordinates, i, lat, lon, active);
+  auto const wants = [&](std::size_t node) { return radius_wants(tree, node, p, precise_p, float_bounds, bounds.filter); };
 
-  int depth = 0;  // the same in every thread of the warp
-  if (groups > 0) {
-    if (lane == 0) { stack[0] = 1u; }
-    depth = 1;
-  }
-  __syncwarp();
-  while (depth > 0) {
-    --depth;
-    std::size_t const node = stack[depth];
-    __syncwarp();  // every lane has read the entry before lane 0 may overwrite it
-    bool const want = radius_wants(tree, node, p, precise_p, float_bounds, bounds.filter);
-    if (!__any_sync(all_lanes, want)) { continue; }
+  int depth = 0;             // the same in every thread of the warp, as is `node`
+  std::uint64_t wanted = 0;  // bit d: whether this thread wants the box at stack[d]
+  bool mine = *tree.group_count > 0 && wants(1);
+  std::size_t node = __any_sync(all_lanes, mine) ? 1 : 0;
+  while (node != 0) {
     if (node < tree.leaves) {
-      if (lane == 0) {
-        stack[depth] = static_cast<std::uint32_t>(2 * node + 1);
-        stack[depth + 1] = static_cast<std::uint32_t>(2 * node);
+      bool const left = wants(2 * node), right = wants(2 * node + 1);
+      bool const any_left = __any_sync(all_lanes, left), any_right = __any_sync(all_lanes, right);
+      if (any_left || any_right) {
+        if (any_left && any_right) {
+          if (lane == 0) { stack[depth] = static_cast<std::uint32_t>(2 * node + 1); }
+          wanted = right ? wanted | std::uint64_t{1} << depth : wanted & ~(std::uint64_t{1} << depth);
+          ++depth;
+        }
+        node = any_left ? 2 * node : 2 * node + 1;
+        mine = any_left ? left : right;
+        continue;
       }
-      depth += 2;
-      __syncwarp();
-      continue;
+    } else if (mine) {
+      radius_scan_leaf<Lanes>(tree, node - tree.leaves, part, p, precise_p, bounds, pass.scale, sink);
     }
-    std::size_t const first = (node - tree.leaves) * tree_leaf_size;
-    if (!want || first >= groups) { continue; }
-    for (int s = 0; s < tree_leaf_size; ++s) {
-      std::size_t const at = first + static_cast<std::size_t>(s);
-      float4 const q = tree.points[at];
-      if (!(chord2(p.x, p.y, p.z, vec4<float>{q.x, q.y, q.z, 0.f}) <= bounds.float_filter)) { continue; }
-      double const c = chord2(precise_p.x, precise_p.y, precise_p.z, tree.precise_points[at]);
-      if (!(c <= bounds.filter)) { continue; }
-      std::uint32_t const members = __float_as_uint(q.w);
-      std::uint32_t const run = tree.run_starts[at];
-      for (std::uint32_t member = 0; member < members; ++member) {
-        std::uint32_t const id = tree.member_ids[run + member];
-        lat_lon const ref = tree.coordinates[id];
-        double d;
-        if (bounds.within(lat, lon, ref, pass.scale, d)) { sink.add(id, c, d, ref); }
-      }
+    node = 0;  // back up to the last box left for later: some thread wanted it
+    if (depth > 0) {
+      --depth;
+      __syncwarp();  // lane 0's write of the entry is seen by every lane
+      node = stack[depth];
+      mine = (wanted >> depth & 1u) != 0;
+      __syncwarp();  // every lane has read the entry before lane 0 may overwrite it
     }
   }
-  if (!active) { return; }
+  std::int64_t found = sink.found;
+#pragma unroll
+  for (int offset = 1; offset < Lanes; offset *= 2) { found += __shfl_xor_sync(all_lanes, found, offset); }
+  if (!active || part != 0) { return; }
   if (pass.mode == radius_mode::count) {
-    pass.counts[i] += sink.found;
+    pass.counts[i] += found;
+    if (pass.kept.slots > 0) {
+      if (!pass.kept.sliced) { pass.kept.found[i] = static_cast<std::uint32_t>(found); }  // at most the references, fewer than 2^32
+      pass.kept.tags[i] = {lat, lon, bounds.radius};
+      pass.kept.order[r] = static_cast<std::uint32_t>(i);
+    }
   } else if (!valid && pass.invalid_count != nullptr) {
     atomicAdd(pass.invalid_count, 1ull);
   }
@@ -370,29 +486,50 @@ __device__ inline void write_sorted_entry(std::size_t at, std::uint32_t id, doub
   distance[at] = static_cast<T>(haversine(lat, lon, ref.lat, ref.lon) * scale);
 }
 
+/// Sorts 32 (squared chord bits, id) keys, one a lane, ascending over the lanes: a bitonic network of shuffles.
+__device__ __forceinline__ void warp_sort_keys(std::uint64_t& chord, std::uint32_t& id)
+{
+  unsigned const lane = threadIdx.x % 32;
+  for (unsigned k = 2; k <= 32; k *= 2) {
+    for (unsigned j = k / 2; j > 0; j /= 2) {
+      std::uint64_t const other_chord = __shfl_xor_sync(0xffffffffu, chord, j);
+      std::uint32_t const other_id = __shfl_xor_sync(0xffffffffu, id, j);
+      bool const other_first = other_chord < chord || (other_chord == chord && other_id < id);
+      bool const keep_smaller = ((lane & j) == 0) == ((lane & k) == 0);  // the lower lane of an ascending pair
+      if (other_first == keep_smaller) {
+        chord = other_chord;
+        id = other_id;
+      }
+    }
+  }
+}
+
 /// Shared memory of one warp of radius_sort_rows for rows of up to `room` entries: room chords (the
 /// float64 squared chord's bits) and room ids.
 inline constexpr std::size_t radius_sort_bytes_per_entry = sizeof(std::uint64_t) + sizeof(std::uint32_t);
 
 /// A sorted fill whose rows are all at most `room` long (a power of two from 32, radius_small_row at
-/// most): warp w of the grid sorts rows w, w + warps, …, a bitonic sort of the row's (squared chord,
-/// id) keys padded to a power of two with the largest key (a row's keys share their row bits): in
-/// registers up to 32 entries, else in shared memory; then writes its indices and, when asked for, the
-/// float64 haversine of each pair × scale, lanes on consecutive entries.
+/// most): rows[0 … *row_count) (every row when `rows` is null), 32 at a time by each warp of the grid,
+/// a bitonic sort of each row's (squared chord, id) keys padded to a power of two with the largest key
+/// (a row's keys share their row bits): in registers up to 32 entries, else in shared memory; then
+/// writes its indices and, when asked for, the float64 haversine of each pair × scale, lanes on
+/// consecutive entries.
 template <class Index, class T>
 __global__ void __launch_bounds__(128)
-  radius_sort_rows(points_ref<T> observations, std::size_t n, std::int64_t const* offsets, tree_key* keys,
-                   lat_lon const* coordinates, std::size_t m, Index* index, T* distance, double scale, unsigned room)
+  radius_sort_rows(points_ref<T> observations, std::size_t n, std::uint32_t const* rows, std::uint32_t const* row_count,
+                   std::int64_t const* offsets, tree_key* keys, lat_lon const* coordinates, std::size_t m, Index* index, T* distance,
+                   double scale, unsigned room)
 {
   extern __shared__ std::uint64_t sort_memory[];
   unsigned const warps_per_block = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   std::uint64_t* const chords = sort_memory + std::size_t{warp} * room * radius_sort_bytes_per_entry / sizeof(std::uint64_t);
   auto* const ids = reinterpret_cast<std::uint32_t*>(chords + room);
   std::size_t const warps = std::size_t{gridDim.x} * warps_per_block;
+  std::size_t const sorted_rows = row_count != nullptr ? *row_count : n;
   // 32 rows at a time: a lane writes its own row when it holds at most one entry (nothing to sort),
   // then the warp sorts the longer ones one after the other.
-  for (std::size_t base = (blockIdx.x * std::size_t{warps_per_block} + warp) * 32; base < n; base += warps * 32) {
-    std::size_t const own = base + lane;
+  for (std::size_t base = (blockIdx.x * std::size_t{warps_per_block} + warp) * 32; base < sorted_rows; base += warps * 32) {
+    std::size_t const own = base + lane < sorted_rows ? (rows != nullptr ? rows[base + lane] : base + lane) : n;
     std::int64_t const own_length = own < n ? offsets[own + 1] - offsets[own] : 0;
     if (own_length == 1) {
       double lat = 0.0, lon = 0.0;
@@ -401,7 +538,7 @@ __global__ void __launch_bounds__(128)
       write_sorted_entry(at, static_cast<std::uint32_t>(keys[at].low), lat, lon, coordinates, m, index, distance, scale);
     }
     for (unsigned longer = __ballot_sync(0xffffffffu, own_length > 1); longer != 0; longer &= longer - 1) {
-      std::size_t const i = base + static_cast<unsigned>(__ffs(static_cast<int>(longer)) - 1);
+      auto const i = static_cast<std::size_t>(__shfl_sync(0xffffffffu, static_cast<unsigned long long>(own), __ffs(static_cast<int>(longer)) - 1));
       auto const first = static_cast<std::size_t>(offsets[i]);
       auto const length = static_cast<std::size_t>(offsets[i + 1] - offsets[i]);
       if (length > room) {  // longer than the caller's largest_row said: sorted in place by one lane, slowly
@@ -413,18 +550,7 @@ __global__ void __launch_bounds__(128)
         tree_key const key = lane < sorted ? keys[first + lane] : tree_key{~0ull, ~0ull};
         std::uint64_t chord = key.high << 32 | key.low >> 32;
         auto id = static_cast<std::uint32_t>(key.low);
-        for (unsigned k = 2; k <= 32; k *= 2) {
-          for (unsigned j = k / 2; j > 0; j /= 2) {
-            std::uint64_t const other_chord = __shfl_xor_sync(0xffffffffu, chord, j);
-            std::uint32_t const other_id = __shfl_xor_sync(0xffffffffu, id, j);
-            bool const other_first = other_chord < chord || (other_chord == chord && other_id < id);
-            bool const keep_smaller = ((lane & j) == 0) == ((lane & k) == 0);  // the lower lane of an ascending pair
-            if (other_first == keep_smaller) {
-              chord = other_chord;
-              id = other_id;
-            }
-          }
-        }
+        warp_sort_keys(chord, id);
         ids[lane] = id;
         __syncwarp();
       } else if (sorted > 32) {
@@ -461,6 +587,89 @@ __global__ void __launch_bounds__(128)
         write_sorted_entry(first + e, id, lat, lon, coordinates, m, index, distance, scale);
       }
       __syncwarp();  // every lane has read the row before the next one is loaded
+    }
+  }
+}
+
+/// Whether two doubles have the same bits (NaNs included).
+__device__ __forceinline__ bool same_bits(double a, double b)
+{
+  return __double_as_longlong(a) == __double_as_longlong(b);
+}
+
+/// The fill of the rows an offsets pass kept (radius_kept): thread t of the grid takes the row kept.order[t]
+/// (neighbours on the sphere, as the pass searched them), 32 rows a warp. A row that is the kept one
+/// (the same coordinates, radius and count: `offsets`, as the caller gives them, say it holds
+/// kept.found[i] ≤ kept.slots entries) is written from the kept entries: sorted by (squared chord,
+/// id) across the warp when the pass's mode is fill_sorted, in the pass's order otherwise; the index
+/// and, when asked for, the float64 haversine × scale, into its clamped positions (pass.offsets).
+/// Every other row is appended to rows (*row_count of them, zeroed by the caller) to be searched
+/// again, its sort keys (fill_sorted) set to the largest key first; invalid observations among the
+/// rows written here are added to pass.invalid_count (the search adds the others).
+template <class Index, class T>
+__global__ void __launch_bounds__(128)
+  radius_fill_kept(points_ref<T> observations, std::size_t n, std::int64_t const* offsets, radius_pass<Index, T> pass,
+                   lat_lon const* coordinates, std::size_t m, std::uint32_t* rows, std::uint32_t* row_count)
+{
+  constexpr unsigned all_lanes = 0xffffffffu;
+  radius_kept const& kept = pass.kept;
+  bool const sorted = pass.mode == radius_mode::fill_sorted;
+  unsigned const lane = threadIdx.x % 32;
+  std::size_t const warps = std::size_t{gridDim.x} * (blockDim.x / 32);
+  for (std::size_t base = (blockIdx.x * std::size_t{blockDim.x / 32} + threadIdx.x / 32) * 32; base < n; base += warps * 32) {
+    std::size_t const t = base + lane;
+    bool const active = t < n;
+    std::size_t const i = active ? kept.order[t] : 0;
+    double lat = 0.0, lon = 0.0;
+    bool const valid = active && load_point(observations, i, lat, lon);
+    std::uint32_t found = 0;
+    bool copied = false;
+    if (active) {
+      radius_row_tag const tag = kept.tags[i];
+      found = kept.found[i];
+      copied = same_bits(tag.lat, lat) && same_bits(tag.lon, lon) && same_bits(tag.radius, row_radius(pass, i)) &&
+               found <= kept.slots && offsets[i + 1] - offsets[i] == static_cast<std::int64_t>(found);
+    }
+    std::int64_t const first = active ? pass.offsets[i] : 0;
+    std::int64_t const length = active ? pass.offsets[i + 1] - first : 0;  // clamped to the storage: at most `found` when copied
+    unsigned const lower_lanes = (1u << lane) - 1u;
+    unsigned const again = __ballot_sync(all_lanes, active && !copied);
+    if (again != 0) {
+      std::uint32_t at = 0;
+      if (lane == 0) { at = atomicAdd(row_count, static_cast<std::uint32_t>(__popc(again))); }
+      at = __shfl_sync(all_lanes, at, 0);
+      if (active && !copied) { rows[at + static_cast<std::uint32_t>(__popc(again & lower_lanes))] = static_cast<std::uint32_t>(i); }
+    }
+    unsigned const invalid = __ballot_sync(all_lanes, copied && !valid);
+    if (invalid != 0 && lane == 0 && pass.invalid_count != nullptr) { atomicAdd(pass.invalid_count, static_cast<unsigned long long>(__popc(invalid))); }
+    if (copied && found == 1 && length == 1) {  // one entry: nothing to sort
+      write_sorted_entry(static_cast<std::size_t>(first), kept.ids[i * kept.slots], lat, lon, coordinates, m, pass.index, pass.distance,
+                         pass.scale);
+    }
+    for (unsigned longer = __ballot_sync(all_lanes, copied && found > 1 && length > 0); longer != 0; longer &= longer - 1) {
+      int const source = __ffs(static_cast<int>(longer)) - 1;
+      auto const row = static_cast<std::size_t>(__shfl_sync(all_lanes, static_cast<unsigned long long>(i), source));
+      std::uint32_t const row_found = __shfl_sync(all_lanes, found, source);
+      auto const row_first = static_cast<std::size_t>(__shfl_sync(all_lanes, static_cast<long long>(first), source));
+      auto const row_length = static_cast<std::size_t>(__shfl_sync(all_lanes, static_cast<long long>(length), source));
+      double const row_lat = __shfl_sync(all_lanes, lat, source), row_lon = __shfl_sync(all_lanes, lon, source);
+      std::uint64_t chord = ~0ull;
+      std::uint32_t id = ~0u;
+      if (lane < row_found) {
+        chord = kept.chords[row * kept.slots + lane];
+        id = kept.ids[row * kept.slots + lane];
+      }
+      if (sorted) { warp_sort_keys(chord, id); }
+      if (lane < row_length) {
+        write_sorted_entry(row_first + lane, id, row_lat, row_lon, coordinates, m, pass.index, pass.distance, pass.scale);
+      }
+    }
+    if (!sorted) { continue; }
+    for (unsigned cleared = again; cleared != 0; cleared &= cleared - 1) {  // the rows searched again: their keys sort last until written
+      int const source = __ffs(static_cast<int>(cleared)) - 1;
+      auto const row_first = static_cast<std::size_t>(__shfl_sync(all_lanes, static_cast<long long>(first), source));
+      auto const row_length = static_cast<std::size_t>(__shfl_sync(all_lanes, static_cast<long long>(length), source));
+      for (std::size_t e = lane; e < row_length; e += 32) { pass.keys[row_first + e] = tree_key{~0ull, ~0ull}; }
     }
   }
 }
