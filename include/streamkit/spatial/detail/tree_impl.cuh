@@ -18,6 +18,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace streamkit {
 namespace detail {
@@ -230,38 +231,35 @@ void cell_list_search(points_ref<T> const& observations, neighbors_ref<Index, T>
     neighbors_ref<std::int64_t, double>::dense(centre_index, centre_angle, cells, result.k), k,
     std::numeric_limits<double>::infinity(), 1.0);
   STREAMKIT_CHECK_LAUNCH();
+  // k = 1 lists hold float32 points (tree_cell_nearest), longer ones sorted positions (tree_cell_search).
+  using cell_entry = std::conditional_t<K == 1, float4, std::uint32_t>;
+  auto* const list_entries = reinterpret_cast<cell_entry*>(entries);
+  tree_cell_lists<<<cell_blocks, cell_threads, 0, stream.value()>>>(tree, plan.grid, latitude, longitude, centre_angle, k, limit_chord,
+                                                                   plan.most, ranges, list_entries);
+  STREAMKIT_CHECK_LAUNCH();
   unsigned const observation_blocks = grid_size("tree_cell_search", n, cell_threads);
+  std::uint32_t const* walk_order = nullptr;  // the observations of cells without a list (*deferred of them) first, in cell order
   if constexpr (K == 1) {
     // Each observation in its own order; those of cells without a list queue for the walk, which takes
     // them in cell order.
-    auto* const points = reinterpret_cast<float4*>(entries);
-    tree_cell_lists<<<cell_blocks, cell_threads, 0, stream.value()>>>(tree, plan.grid, latitude, longitude, centre_angle, k, limit_chord,
-                                                                     plan.most, ranges, points);
-    STREAMKIT_CHECK_LAUNCH();
     cell_walk_queue const walkers{ids, reinterpret_cast<std::uint32_t*>(memory + plan.keys_offset), deferred,
                                   reinterpret_cast<std::uint32_t*>(memory + plan.walkers_offset)};
     auto* const starts = reinterpret_cast<std::uint32_t*>(memory + plan.starts_offset);
     auto* const ordered = reinterpret_cast<std::uint32_t*>(memory + plan.order_offset);
     STREAMKIT_CUDA_TRY(cudaMemsetAsync(deferred, 0, sizeof(std::uint32_t), stream.value()));
     STREAMKIT_CUDA_TRY(cudaMemsetAsync(walkers.per_cell, 0, cells * sizeof(std::uint32_t), stream.value()));
-    tree_cell_nearest<Index, T><<<observation_blocks, cell_threads, 0, stream.value()>>>(observations, n, tree, plan.grid, ranges, points,
-                                                                                      result, limit, scale, walkers);
+    tree_cell_nearest<Index, T><<<observation_blocks, cell_threads, 0, stream.value()>>>(observations, n, tree, plan.grid, ranges,
+                                                                                      list_entries, result, limit, scale, walkers);
     STREAMKIT_CHECK_LAUNCH();
     std::size_t scan_bytes = plan.temporary_bytes;
     STREAMKIT_CUDA_TRY(cub::DeviceScan::ExclusiveSum(memory + plan.temporary_offset, scan_bytes, walkers.per_cell, starts,
                                                      static_cast<std::int64_t>(cells), stream.value()));
     tree_cell_walk_order<<<cell_walk_order_blocks, cell_threads, 0, stream.value()>>>(walkers, starts, ordered);
     STREAMKIT_CHECK_LAUNCH();
-    tree_search<K, Index, T><<<grid_size("tree_search", n, tree_search_threads), tree_search_threads, 0, stream.value()>>>(
-      observations, n, ordered, tree, result, k, limit, scale, deferred);
-    STREAMKIT_CHECK_LAUNCH();
+    walk_order = ordered;
   } else {
-    auto* const keys = reinterpret_cast<std::uint32_t*>(memory + plan.keys_offset);
-    auto* const positions = reinterpret_cast<std::uint32_t*>(entries);
-    tree_cell_lists<<<cell_blocks, cell_threads, 0, stream.value()>>>(tree, plan.grid, latitude, longitude, centre_angle, k, limit_chord,
-                                                                     plan.most, ranges, positions);
-    STREAMKIT_CHECK_LAUNCH();
     // The observations sorted by bucket: those of cells without a list first (*deferred of them).
+    auto* const keys = reinterpret_cast<std::uint32_t*>(memory + plan.keys_offset);
     tree_cell_buckets<T><<<observation_blocks, cell_threads, 0, stream.value()>>>(observations, n, plan.grid, ranges, keys, ids);
     STREAMKIT_CHECK_LAUNCH();
     sorted_pairs<std::uint32_t> const sorted =
@@ -269,13 +267,14 @@ void cell_list_search(points_ref<T> const& observations, neighbors_ref<Index, T>
     tree_cell_deferred_count<<<1, 1, 0, stream.value()>>>(sorted.keys, n, static_cast<std::uint32_t>(cells), deferred);
     STREAMKIT_CHECK_LAUNCH();
     tree_cell_search<K, Index, T><<<observation_blocks, cell_threads, 0, stream.value()>>>(
-      observations, n, sorted.ids, sorted.keys, deferred, tree, static_cast<std::uint32_t>(cells), ranges, positions, result, k, limit,
+      observations, n, sorted.ids, sorted.keys, deferred, tree, static_cast<std::uint32_t>(cells), ranges, list_entries, result, k, limit,
       scale);
     STREAMKIT_CHECK_LAUNCH();
-    tree_search<K, Index, T><<<grid_size("tree_search", n, tree_search_threads), tree_search_threads, 0, stream.value()>>>(
-      observations, n, sorted.ids, tree, result, k, limit, scale, deferred);
-    STREAMKIT_CHECK_LAUNCH();
+    walk_order = sorted.ids;
   }
+  tree_search<K, Index, T><<<grid_size("tree_search", n, tree_search_threads), tree_search_threads, 0, stream.value()>>>(
+    observations, n, walk_order, tree, result, k, limit, scale, deferred);
+  STREAMKIT_CHECK_LAUNCH();
 }
 
 }  // namespace detail
