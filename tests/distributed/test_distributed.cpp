@@ -186,14 +186,50 @@ TEST(Distributed, HostLoopsCoverEveryItemOnceAndPassOnFailures)
                std::runtime_error);
 }
 
+TEST(Distributed, HostRowEnginePartitionsStablyAndSelectsInOrder)
+{
+  // The sharded query's engine on the host: a stable counting sort over several parts of the rows
+  // (bins left empty among them) against std::stable_sort, and the selection of flagged rows.
+  std::mt19937_64 rng(20261125);
+  dist::detail::host_row_engine engine(4);
+  for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, dist::detail::items_per_part * 5 + 3}) {
+    for (std::size_t bins : {1, 3, 9}) {
+      std::vector<std::uint32_t> bin(count);
+      for (auto& b : bin) { b = static_cast<std::uint32_t>(rng() % bins) / 2 * 2; }  // the odd bins empty
+      std::vector<std::uint32_t> order(count, 0xffffffffu);
+      std::vector<std::size_t> sizes(bins, 99);
+      engine.partition(bin.data(), count, bins, order.data(), sizes.data());
+      std::vector<std::uint32_t> want(count);
+      std::iota(want.begin(), want.end(), 0u);
+      std::stable_sort(want.begin(), want.end(), [&](std::uint32_t a, std::uint32_t b) { return bin[a] < bin[b]; });
+      EXPECT_EQ(order, want) << count << " rows, " << bins << " bins";
+      for (std::size_t b = 0; b < bins; ++b) {
+        EXPECT_EQ(sizes[b], static_cast<std::size_t>(std::count(bin.begin(), bin.end(), b))) << "bin " << b;
+      }
+    }
+    std::vector<std::uint8_t> flag(count);
+    std::vector<std::uint32_t> want;
+    for (std::size_t i = 0; i < count; ++i) {
+      flag[i] = rng() % 10 == 0 ? static_cast<std::uint8_t>(1 + rng() % 255) : 0;
+      if (flag[i] != 0) { want.push_back(static_cast<std::uint32_t>(i)); }
+    }
+    std::vector<std::uint32_t> selected(count, 0xffffffffu);
+    std::size_t const found = engine.select(flag.data(), count, selected.data());
+    selected.resize(found);
+    EXPECT_EQ(selected, want);
+  }
+}
+
 TEST(DistributedNearest, RoutingNeverMissesARankWithinReach)
 {
   // Splitters from random references (uniform, or bunched at a pole, on the ±π meridian or at one
   // point), then random observations and bounds, half of them exactly a reference's distance: every
-  // reference within the bound (float64 haversine) must be on a rank that reachable_ranks() reports.
+  // reference within the bound (float64 haversine) must be on a rank that reachable_ranks() reports,
+  // and on the observation's owner where reaches_beyond() (the test per observation that the GPU
+  // runs too) says the neighbourhood stays in the keys the owner holds alone.
   std::mt19937_64 rng(20261124);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
-  std::size_t reported = 0, needed = 0;
+  std::size_t reported = 0, needed = 0, stayed = 0;
   for (int round = 0; round < 40; ++round) {
     std::size_t const ranks = 2 + round % 9, count = 3000;
     int const shape = round % 4;  // 0 uniform, 1 near the north pole, 2 around lon = ±π, 3 one point and its neighbours
@@ -206,8 +242,13 @@ TEST(DistributedNearest, RoutingNeverMissesARankWithinReach)
       if (shape == 3 && i % 3 != 0) { lat = 0.3, lon = -1.2; }
       latitude[i] = lat, longitude[i] = lon;
     }
-    dist::detail::sample_keys(count, true, [&](std::size_t i) { return dist::detail::space_key(latitude[i], longitude[i]); },
-                              [](std::size_t i) { return std::uint64_t{i}; }, samples);
+    dist::detail::sample_keys(
+      count, true,
+      [&](std::size_t s) {
+        std::size_t const i = dist::detail::sample_row(s, count);
+        return dist::detail::space_key(latitude[i], longitude[i]);
+      },
+      [&](std::size_t s) { return std::uint64_t{dist::detail::sample_row(s, count)}; }, samples);
     auto const splitters = dist::detail::choose_splitters(samples, ranks);
     ASSERT_EQ(splitters.size(), ranks - 1);
     std::vector<std::size_t> rank(count);
@@ -221,6 +262,8 @@ TEST(DistributedNearest, RoutingNeverMissesARankWithinReach)
       double bound = std::pow(10.0, -9 + 9.6 * unit(rng));
       if (trial % 2 == 0) { bound = streamkit::haversine(lat, lon, latitude[near], longitude[near]); }  // a reference at the bound
       std::vector<char> reach(ranks, 0);
+      std::size_t const owner = dist::detail::rank_of(splitters, {dist::detail::space_key(lat, lon), 0});
+      bool const beyond = dist::detail::reaches_beyond(lat, lon, bound, dist::detail::keys_held_alone(splitters, owner));
       dist::detail::cell_box boxes[2];
       int const box_count = dist::detail::neighbourhood_boxes(lat, lon, bound, boxes);
       for (int b = 0; b < box_count; ++b) {
@@ -234,11 +277,15 @@ TEST(DistributedNearest, RoutingNeverMissesARankWithinReach)
           ++needed;
           ASSERT_TRUE(reach[rank[i]]) << "missed rank " << rank[i] << ": observation (" << lat << ", " << lon << "), bound " << bound
                                       << ", reference " << i << " at (" << latitude[i] << ", " << longitude[i] << "), shape " << shape;
+          ASSERT_TRUE(beyond || rank[i] == owner) << "reaches_beyond() said no, yet reference " << i << " within the bound is on rank "
+                                                  << rank[i] << ", the owner " << owner;
         }
       }
       reported += static_cast<std::size_t>(std::count(reach.begin(), reach.end(), 1));
+      stayed += beyond ? 0 : 1;
     }
   }
+  EXPECT_GT(stayed, 40u * 300u / 10);  // and it does say no (most small bounds stay inside)
   EXPECT_GT(needed, 100000u);  // the bounds did hold references
   EXPECT_LT(reported, 40u * 300u * 5u);  // and the routing is not "every rank"
 }
@@ -505,6 +552,7 @@ class staged_search : public dist::distributed_nearest<cpu_search> {
  public:
   using distributed_nearest::distributed_nearest;
   using distributed_nearest::query_in_parts;
+  using distributed_nearest::routes_rows;
   using distributed_nearest::update_in_parts;
 };
 
@@ -575,14 +623,20 @@ TEST(DistributedNearest, StagedRowsArriveBeforeTheyAreReadAndLeaveFinal)
     point_set landed{std::vector<double>(n, nan), std::vector<double>(n, nan)};
     std::vector<std::int64_t> index(n * k, -7), index_out(n * k, -9);
     std::vector<double> angle(n * k, -7.0), angle_out(n * k, -9.0);
-    auto arrivals = counters(n), departures = counters(n);
-    search.query_in_parts(landed.latitude.data(), landed.longitude.data(), n, k, index.data(), angle.data(),
-                          copying_rows{&obs, &landed, index.data(), angle.data(), index_out.data(), angle_out.data(), k, &arrivals, &departures});
-    EXPECT_EQ(rows_not_once(arrivals), 0u);
-    EXPECT_EQ(rows_not_once(departures), 0u);
-    EXPECT_EQ(index_out, index);  // final when they left
-    for (std::size_t e = 0; e < n * k; ++e) {
-      EXPECT_TRUE(angle_out[e] == angle[e] || (std::isnan(angle_out[e]) && std::isnan(angle[e]))) << "entry " << e;
+    if (search.routes_rows()) {  // the sharded query at several ranks moves rows on its engine, not through these hooks
+      EXPECT_THROW(search.query_in_parts(landed.latitude.data(), landed.longitude.data(), n, k, index.data(), angle.data(), dist::detail::host_rows{}),
+                   std::logic_error);
+      search.query(obs.latitude.data(), obs.longitude.data(), n, k, index_out.data(), angle_out.data());
+    } else {
+      auto arrivals = counters(n), departures = counters(n);
+      search.query_in_parts(landed.latitude.data(), landed.longitude.data(), n, k, index.data(), angle.data(),
+                            copying_rows{&obs, &landed, index.data(), angle.data(), index_out.data(), angle_out.data(), k, &arrivals, &departures});
+      EXPECT_EQ(rows_not_once(arrivals), 0u);
+      EXPECT_EQ(rows_not_once(departures), 0u);
+      EXPECT_EQ(index_out, index);  // final when they left
+      for (std::size_t e = 0; e < n * k; ++e) {
+        EXPECT_TRUE(angle_out[e] == angle[e] || (std::isnan(angle_out[e]) && std::isnan(angle[e]))) << "entry " << e;
+      }
     }
     cpu_search single;  // and they are the one search's over the concatenation
     point_set const all = all_points(info.size, reference_count, false, 5);

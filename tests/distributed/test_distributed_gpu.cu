@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
 using namespace distributed_test;
@@ -102,6 +103,92 @@ std::vector<T> download(T const* device, std::size_t count, streamkit::stream_re
   s.sync();
   return host;
 }
+
+/// The same steps of the sharded query on the GPU's row engine and on the host's, rows for rows:
+/// the partition and the selection, and the per-row functors (owners, keys, reach flags) computed
+/// by the device's arithmetic against the host's.
+void check_row_engines()
+{
+  namespace detail = dist::detail;
+  streamkit::device_guard const guard(rank_device());
+  detail::device_row_engine gpu(rank_device());
+  detail::host_row_engine cpu(4);
+  streamkit::stream_ref const s = gpu.work_stream();
+  std::mt19937_64 rng(31 + static_cast<unsigned>(me().rank));
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{77777}, std::size_t{600000}}) {
+    SCOPED_TRACE(count);
+    // Points: uniform, some invalid, some on cell and splitter boundaries (equal keys).
+    std::vector<double> lat(count), lon(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      lat[i] = std::asin(2 * unit(rng) - 1), lon[i] = 3 * M_PI * (2 * unit(rng) - 1);
+      if (i % 97 == 5) { lat[i] = std::numeric_limits<double>::quiet_NaN(); }
+      if (i % 89 == 7) { lat[i] = 0.25, lon[i] = -1.0; }
+    }
+    std::vector<dist::detail::key_sample> samples;
+    detail::sample_keys(
+      count, true, [&](std::size_t q) { return detail::space_key(lat[detail::sample_row(q, count)], lon[detail::sample_row(q, count)]); },
+      [&](std::size_t q) { return std::uint64_t{detail::sample_row(q, count)}; }, samples);
+    std::size_t const ranks = 5;
+    auto const splitters = detail::choose_splitters(samples, ranks);
+    auto const device_lat = upload(lat, s), device_lon = upload(lon, s);
+    auto const device_splitters = upload(splitters, s);
+
+    // Owners: the GPU's keys and binary searches against the host's.
+    std::vector<std::uint32_t> owner(count);
+    cpu.for_each(count, detail::find_owners{{lat.data(), lon.data(), 1}, splitters.data(), ranks, owner.data()});
+    streamkit::device_buffer<std::uint32_t> device_owner(count, s);
+    gpu.for_each(count, detail::find_owners{{device_lat.data(), device_lon.data(), 1}, device_splitters.data(), ranks, device_owner.data()});
+    EXPECT_EQ(download(device_owner.data(), count, s), owner);
+
+    // The stable partition by owner (ranks + 1 bins), and the selection of flagged rows.
+    std::vector<std::uint32_t> order(count);
+    std::vector<std::size_t> sizes(ranks + 1), device_sizes(ranks + 1, 99);
+    cpu.partition(owner.data(), count, ranks + 1, order.data(), sizes.data());
+    streamkit::device_buffer<std::uint32_t> device_order(count, s);
+    gpu.partition(device_owner.data(), count, ranks + 1, device_order.data(), device_sizes.data());
+    EXPECT_EQ(download(device_order.data(), count, s), order);
+    EXPECT_EQ(device_sizes, sizes);
+
+    // Reach flags of owners' k-th angles from 1e-9 rad to 3 rad (k = 1), the keys held alone by rank 2.
+    std::vector<double> bound(count);
+    std::vector<std::int64_t> found(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      bound[i] = std::pow(10.0, -9 + 9.5 * unit(rng));
+      found[i] = i % 13 == 0 ? -1 : 1;
+      if (std::isnan(lat[i])) { lat[i] = 0.1; }  // visitors are valid
+    }
+    auto const device_valid_lat = upload(lat, s), device_bound = upload(bound, s);
+    auto const device_found = upload(found, s);
+    detail::key_span const alone = detail::keys_held_alone(splitters, 2);
+    std::vector<std::uint8_t> flag(count);
+    cpu.for_each(count, detail::flag_reach{lat.data(), lon.data(), found.data(), bound.data(), 1, alone, true, flag.data()});
+    streamkit::device_buffer<std::uint8_t> device_flag(count, s);
+    gpu.for_each(count, detail::flag_reach{device_valid_lat.data(), device_lon.data(), device_found.data(), device_bound.data(), 1, alone, true,
+                                           device_flag.data()});
+    EXPECT_EQ(download(device_flag.data(), count, s), flag);
+    std::vector<std::uint32_t> selected(count);
+    std::size_t const flagged = cpu.select(flag.data(), count, selected.data());
+    streamkit::device_buffer<std::uint32_t> device_selected(count, s);
+    EXPECT_EQ(gpu.select(device_flag.data(), count, device_selected.data()), flagged);
+    selected.resize(flagged);
+    EXPECT_EQ(download(device_selected.data(), flagged, s), selected);
+    if (count > 1000) {
+      EXPECT_GT(flagged, 0u);
+      EXPECT_LT(flagged, count);
+    }
+  }
+}
+
+}  // namespace
+
+TEST(DistributedGpu, RowEngineOnTheGpuDoesWhatTheHostEngineDoes)
+{
+  STREAMKIT_REQUIRE_GPU();
+  check_row_engines();
+}
+
+namespace {
 
 /// Where a case puts the observations and the results.
 struct view_case {

@@ -7,13 +7,17 @@
 ///
 /// `distributed_gpu_nearest` puts the two together and also takes views (points_ref,
 /// neighbors_ref) in host or device memory: observations and results in the device memory of the
-/// rank's GPU stay there in the replicated layout and on one rank (no host copy at all); the sharded
-/// layout and update() stage device data through page-locked host buffers, whose exchange is host to
-/// host: the copies run in chunks on a stream of their own, the host's work on each chunk starting
-/// as it lands and each part of the results going back as soon as it is final.
+/// rank's GPU stay there in the replicated layout and on one rank (no host copy at all). The sharded
+/// query at several ranks does its work per observation on the GPU (keys, owners, the partition
+/// into send buffers, the reach test, placing the answers: detail/device_rows.cuh); host arrays are
+/// copied to the GPU first and the answers back, and only the parts that go to other ranks cross
+/// PCIe to and from MPI's page-locked buffers (MPI exchanges host memory: device pointers never go
+/// to MPI here, also with a CUDA-aware MPI). update() stages device views through page-locked host
+/// buffers in chunks, the host's work on each chunk starting as it lands.
 /// make_distributed_gpu_nearest() picks each rank's GPU from its rank on the node (default_device()).
 
 #include <streamkit/distributed/communicator.hpp>
+#include <streamkit/distributed/detail/device_rows.cuh>
 #include <streamkit/distributed/detail/staging_kernels.cuh>
 #include <streamkit/distributed/nearest_neighbor.hpp>
 #include <streamkit/memory/device_buffer.hpp>
@@ -170,17 +174,31 @@ class distributed_gpu_nearest : public distributed_nearest<gpu_searcher> {
     double const enqueued = MPI_Wtime() - start;
     update_in_parts(staged ? staged_references_.data() : references.latitude, staged ? staged_references_.data() + n : references.longitude,
                     n, staged_rows{this, staged, nullptr});
-    stats().staging_seconds += enqueued;
+    double const updated = MPI_Wtime();
+    if (routes_rows()) {  // the partition where the queries' rows are
+      run_everywhere(communicator(), "distributed_gpu_nearest::update", [&] {
+        detail::device_row_engine& engine = row_engine();
+        engine.from_host(splitters().data(), splitters().size(), engine.reserve(splitters_there_, splitters().size()));
+        engine.from_host(shard_ids().data(), shard_ids().size(), engine.reserve(shard_ids_there_, shard_ids().size()));
+        engine.wait();
+      });
+    }
+    stats().staging_seconds += enqueued + (MPI_Wtime() - updated);
   }
 
   /// The k = result.k nearest references (global ids, angles in radians) of this rank's observations
   /// (radians), in their order. Views in host memory or in the device memory of the rank's GPU, any
   /// stride; ranks may mix them. Both views on the GPU, replicated or on one rank: searched there,
-  /// nothing crosses PCIe. Otherwise device views are staged through page-locked host buffers in
-  /// chunks: the host's work on the observations starts as the first chunk lands, and each part of
-  /// the results is copied back as soon as the host has it. Collective.
+  /// nothing crosses PCIe; otherwise, there, device views are staged through page-locked host
+  /// buffers. Sharded at several ranks: the work per observation runs on the GPU, host views are
+  /// copied there first (through page-locked memory, on the host threads) and the answers back, and
+  /// only the rows that go to other ranks cross PCIe. Collective.
   void query(points_ref<double> observations, neighbors_ref<std::int64_t, double> result)
   {
+    if (routes_rows()) {
+      query_rows_on_device(observations, result);
+      return;
+    }
     std::size_t const n = observations.count, k = result.k;
     bool direct = false, host_in = true, host_out = true;
     double const start = MPI_Wtime();
@@ -213,6 +231,111 @@ class distributed_gpu_nearest : public distributed_nearest<gpu_searcher> {
   }
 
  private:
+  /// The sharded query at several ranks on the GPU's row engine (the file's description): device
+  /// views of the rank's GPU are read and written there; host views are packed into the GPU's memory
+  /// through page-locked memory, and the answers copied back, on the host threads.
+  void query_rows_on_device(points_ref<double> const& observations, neighbors_ref<std::int64_t, double> const& result)
+  {
+    std::size_t const n = observations.count, k = result.k;
+    begin_query(k);
+    double const start = MPI_Wtime();
+    detail::point_rows points{};
+    detail::neighbor_rows rows{};
+    bool result_there = false;
+    run_everywhere(communicator(), "distributed_gpu_nearest::query", [&] {
+      expect_radians(observations.unit, "observations");
+      detail::device_row_engine& engine = row_engine();
+      if (n > 0 && on_my_device(observations.latitude) && on_my_device(observations.longitude)) {
+        points = {observations.latitude, observations.longitude, observations.stride};
+      } else {
+        double* const packed = engine.reserve(observations_there_, 2 * n);
+        grow(staged_observations_, 2 * n);
+        rows_to_device(observations.latitude, observations.stride, n, staged_observations_.data(), packed);
+        rows_to_device(observations.longitude, observations.stride, n, staged_observations_.data() + n, packed + n);
+        points = {packed, packed + n, 1};
+      }
+      result_there = n > 0 && on_my_device(result.index) && (result.distance == nullptr || on_my_device(result.distance));
+      if (result_there) {
+        rows = {result.index, result.distance, result.stride};
+      } else {
+        rows = {engine.reserve(index_there_, n * k), result.distance == nullptr ? nullptr : engine.reserve(angle_there_, n * k), k};
+      }
+      engine.wait();
+    });
+    stats().staging_seconds += MPI_Wtime() - start;
+    sharded_query_on(row_engine(), device_rows_, points, n, k, rows, splitters_there_.data(), shard_ids_there_.data(),
+                     [&](double const* latitude, double const* longitude, std::size_t count, std::int64_t* index, double* angle) {
+                       if (count == 0) { return; }
+                       searcher().search_on_device(points_ref<double>::separate(latitude, longitude, count, angle_unit::radians),
+                                                   neighbors_ref<std::int64_t, double>::dense(index, angle, count, k));
+                     });
+    double const placed = MPI_Wtime();
+    run_everywhere(communicator(), "distributed_gpu_nearest::query", [&] {
+      if (result_there) { return; }
+      rows_from_device(index_there_.data(), n, k, result.index, result.stride, staged_index_);
+      if (result.distance != nullptr) { rows_from_device(angle_there_.data(), n, k, result.distance, result.stride, staged_angle_); }
+    });
+    stats().staging_seconds += MPI_Wtime() - placed;
+  }
+
+  /// The GPU's row engine (made at the first use).
+  detail::device_row_engine& row_engine()
+  {
+    if (!row_engine_) { row_engine_ = std::make_unique<detail::device_row_engine>(searcher().device()); }
+    return *row_engine_;
+  }
+
+  /// `count` values, one every `stride` from `from` (host, or the rank's GPU), packed into `to` on
+  /// the GPU, on the row engine's stream (returns without waiting): host values through the
+  /// page-locked `packed` (each host thread packs its part and enqueues its copy); device values by
+  /// a kernel.
+  void rows_to_device(double const* from, std::size_t stride, std::size_t count, double* packed, double* to)
+  {
+    detail::device_row_engine& engine = row_engine();
+    if (count == 0) { return; }
+    device_guard const guard(engine.device());
+    if (!host_memory(from)) {
+      detail::launch_copy_strided_rows(from, stride, to, 1, count, 1, engine.work_stream());
+      return;
+    }
+    detail::parallel_ranges(count, threads(), [&](std::size_t begin, std::size_t end, std::size_t) {
+      for (std::size_t i = begin; i < end; ++i) { packed[i] = from[i * stride]; }
+      engine.from_host(packed + begin, end - begin, to + begin);
+    });
+  }
+
+  /// `count` rows of k values, dense on the GPU at `from`, to `to` (rows `stride` apart; host, or the
+  /// rank's GPU); waits. Host rows through the page-locked `staged`: each host thread's part is
+  /// copied down as one, and the thread places its rows as soon as they land.
+  template <class T>
+  void rows_from_device(T const* from, std::size_t count, std::size_t k, T* to, std::size_t stride, pinned_buffer<T>& staged)
+  {
+    detail::device_row_engine& engine = row_engine();
+    if (count == 0) { return; }
+    device_guard const guard(engine.device());
+    if (!host_memory(to)) {
+      detail::launch_copy_strided_rows(from, k, to, stride, count, k, engine.work_stream());
+      engine.wait();
+      return;
+    }
+    grow(staged, count * k);
+    std::size_t const parts = detail::part_count(count, threads());
+    while (arrivals_.size() < parts) { arrivals_.emplace_back(engine.device()); }
+    for (std::size_t part = 0; part < parts; ++part) {
+      std::size_t const begin = detail::part_begin(count, parts, part), end = detail::part_begin(count, parts, part + 1);
+      engine.to_host(from + begin * k, (end - begin) * k, staged.data() + begin * k);
+      arrivals_[part].record(engine.work_stream());
+    }
+    detail::parallel_ranges(count, threads(), [&](std::size_t begin, std::size_t end, std::size_t part) {
+      arrivals_[part].sync();
+      if (stride == k) {
+        std::copy_n(staged.data() + begin * k, (end - begin) * k, to + begin * k);
+        return;
+      }
+      for (std::size_t i = begin; i < end; ++i) { std::copy_n(staged.data() + i * k, k, to + i * stride); }
+    });
+  }
+
   /// distributed_nearest's staging hooks (update_in_parts, query_in_parts) over this object's
   /// chunked copies: arrive() waits for the chunks holding the rows (unless `copying` is false: the
   /// rows are host arrays already); leave() enqueues the copy of result rows back (with `result`
@@ -353,6 +476,15 @@ class distributed_gpu_nearest : public distributed_nearest<gpu_searcher> {
   device_buffer<double> packed_;            // a strided device view, packed
   device_buffer<std::int64_t> unpacked_index_;
   device_buffer<double> unpacked_angle_;
+  // The sharded query's rows on the GPU (several ranks). The engine first: its buffers and those
+  // below free on its stream, which must outlive them.
+  std::unique_ptr<detail::device_row_engine> row_engine_;
+  detail::sharded_rows<detail::device_row_engine> device_rows_;
+  device_buffer<detail::keyed_id> splitters_there_;  // splitters() and shard_ids() on the GPU
+  device_buffer<std::int64_t> shard_ids_there_;
+  device_buffer<double> observations_there_;         // host observations, packed (latitudes, then longitudes)
+  device_buffer<std::int64_t> index_there_;          // the answers for host results, dense
+  device_buffer<double> angle_there_;
 };
 
 /// A distributed_gpu_nearest over `comm` whose ranks each use one GPU: `device`, or by default

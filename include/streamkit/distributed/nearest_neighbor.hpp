@@ -24,6 +24,11 @@
 ///   meets the latitude-longitude cells within that bound (an owner with fewer than k references:
 ///   to every rank). Those return their k candidates to the owner, which keeps the k nearest (by
 ///   angle, then global id) and returns them to the observation's own rank, into its row.
+///   The work per observation (its key and owner, the partition into send buffers, the test whether
+///   its neighbourhood leaves the owner's range, placing its answer) runs on an engine
+///   (detail/sharded_rows.hpp): the host threads here, the GPU in distributed_gpu_nearest; the
+///   exchanges, the cell walk of the few observations that leave their owner's range and the merges
+///   are the same for both. An observation's part never goes through MPI on its own rank.
 ///
 /// What runs each rank's own search is a template parameter (a GPU engine, or a CPU search in the
 /// host tests), so the exchange is the same whatever searches. A `Searcher` has
@@ -40,6 +45,7 @@
 
 #include <streamkit/distributed/communicator.hpp>
 #include <streamkit/distributed/detail/parallel_ranges.hpp>
+#include <streamkit/distributed/detail/sharded_rows.hpp>
 #include <streamkit/distributed/detail/space_partition.hpp>
 
 #include <algorithm>
@@ -72,8 +78,8 @@ struct exchange_stats {
   // Where this rank's wall time went (seconds; their sum is the call's time but for the agreement checks):
   double seconds = 0;                       ///< in the exchange's collectives (waiting for slower ranks included)
   double search_seconds = 0;                ///< in this rank's searcher: update, its prepare(); query, its searches
-  double host_seconds = 0;                  ///< in the host loops: keys, splitters, routing, packing, merging, placing results
-  double staging_seconds = 0;               ///< distributed_gpu_nearest: device views copied to and from page-locked buffers, not hidden behind other work
+  double host_seconds = 0;                  ///< in the routing: keys, splitters, owners, packing, reach tests, merging, placing results (on the host threads, or for distributed_gpu_nearest's sharded query the GPU's kernels and the copies of the rows to and from MPI's host buffers)
+  double staging_seconds = 0;               ///< distributed_gpu_nearest: host arrays and device views copied between host and GPU and through page-locked buffers, not hidden behind other work
 };
 
 namespace detail {
@@ -143,23 +149,55 @@ inline std::vector<int> displacements(std::vector<int> const& counts)
   return at;
 }
 
-/// The per-rank counts as MPI counts, each times `per_item`.
-inline std::vector<int> mpi_counts(std::vector<std::size_t> const& counts, std::size_t per_item, char const* what)
+/// @throws std::length_error where rows of one rank cannot be numbered in 32 bits (the engines' row numbers).
+inline void expect_row_numbers(std::size_t count, char const* what)
 {
-  std::vector<int> out(counts.size());
-  for (std::size_t r = 0; r < counts.size(); ++r) { out[r] = mpi_count(counts[r] * per_item, what); }
-  return out;
+  if (count > std::numeric_limits<std::uint32_t>::max()) {
+    throw std::length_error(std::string(what) + ": " + std::to_string(count) + " rows; the sharded query numbers a rank's rows in 32 bits");
+  }
 }
 
-/// One MPI_Alltoallv of `send` (send_counts[r] values for rank r, from send_at[r]) into `receive`,
-/// resized to what arrives (receive_counts[r] values from rank r, at receive_at[r]).
-template <class T>
-void exchange(std::vector<T> const& send, std::vector<int> const& send_counts, std::vector<int> const& send_at, std::vector<T>& receive,
-              std::vector<int> const& receive_counts, std::vector<int> const& receive_at, MPI_Comm comm)
+/// A buffer's parts by rank, in rank order: rank r's items are [at[r], at[r] + size[r]).
+struct segments {
+  std::vector<std::size_t> size;
+  std::vector<std::size_t> at;  // ranks + 1 entries: at.back() is the total
+
+  /// at from size.
+  void place()
+  {
+    at.assign(size.size() + 1, 0);
+    for (std::size_t r = 0; r < size.size(); ++r) { at[r + 1] = at[r] + size[r]; }
+  }
+  [[nodiscard]] std::size_t total() const { return at.back(); }
+};
+
+/// The all-to-all of the parts' sizes (MPI ints; collective): in.size[r] items come from rank r for
+/// out.size[r] going to it; both placed.
+inline void exchange_sizes(segments& out, segments& in, MPI_Comm comm)
 {
-  receive.resize(static_cast<std::size_t>(receive_at.back() + receive_counts.back()));
-  mpi_check(MPI_Alltoallv(send.data(), send_counts.data(), send_at.data(), mpi_type<T>(), receive.data(), receive_counts.data(),
-                          receive_at.data(), mpi_type<T>(), comm),
+  std::vector<int> send(out.size.size()), receive(out.size.size());
+  for (std::size_t r = 0; r < send.size(); ++r) { send[r] = mpi_count(out.size[r], "distributed_nearest"); }
+  mpi_check(MPI_Alltoall(send.data(), 1, MPI_INT, receive.data(), 1, MPI_INT, comm), "MPI_Alltoall");
+  in.size.assign(receive.begin(), receive.end());
+  out.place(), in.place();
+}
+
+/// One MPI_Alltoallv of the parts `out` of `send` into the parts `in` of `receive`, `per_item` values
+/// an item, but for rank `me`'s own part, which stays where it is (the caller moves it if needed).
+template <class T>
+void exchange_segments(T const* send, segments const& out, T* receive, segments const& in, std::size_t per_item, std::size_t me,
+                       MPI_Comm comm)
+{
+  std::size_t const ranks = out.size.size();
+  std::vector<int> send_count(ranks), send_at(ranks), receive_count(ranks), receive_at(ranks);
+  for (std::size_t r = 0; r < ranks; ++r) {
+    send_count[r] = r == me ? 0 : mpi_count(out.size[r] * per_item, "distributed_nearest");
+    send_at[r] = mpi_count(out.at[r] * per_item, "distributed_nearest");
+    receive_count[r] = r == me ? 0 : mpi_count(in.size[r] * per_item, "distributed_nearest");
+    receive_at[r] = mpi_count(in.at[r] * per_item, "distributed_nearest");
+  }
+  mpi_check(MPI_Alltoallv(send, send_count.data(), send_at.data(), mpi_type<T>(), receive, receive_count.data(), receive_at.data(),
+                          mpi_type<T>(), comm),
             "MPI_Alltoallv");
 }
 
@@ -178,7 +216,8 @@ class distributed_nearest {
         layout_(layout),
         searcher_(std::move(searcher)),
         info_(describe(comm)),
-        threads_(detail::host_threads(info_.local_size))
+        threads_(detail::host_threads(info_.local_size)),
+        host_engine_(threads_)
   {
     expect_agreement(comm_, "distributed_nearest", {{"the reference layout", static_cast<std::uint64_t>(layout_)}});
   }
@@ -196,6 +235,15 @@ class distributed_nearest {
   /// k), in the observations' order. Collective.
   void query(double const* latitude, double const* longitude, std::size_t count, std::size_t k, std::int64_t* index, double* angle)
   {
+    if (routes_rows()) {
+      begin_query(k);
+      sharded_query_on(host_engine_, host_rows_, detail::point_rows{latitude, longitude, 1}, count, k, detail::neighbor_rows{index, angle, k},
+                       splitters_.data(), shard_id_.data(),
+                       [&](double const* lat, double const* lon, std::size_t n, std::int64_t* found, double* found_angle) {
+                         searcher_.search(lat, lon, n, k, found, found_angle);
+                       });
+      return;
+    }
     query_in_parts(latitude, longitude, count, k, index, angle, detail::host_rows{});
   }
 
@@ -234,14 +282,20 @@ class distributed_nearest {
     }
   }
 
-  /// query() for a caller that moves rows between memories while the call runs: as in
-  /// update_in_parts(), `staging.arrive(begin, end)` before observation rows [begin, end) are read,
-  /// and `staging.leave(begin, end)` once result rows [begin, end) are final in the host arrays (on
-  /// the host threads, several at once, inside a collective). Each row arrives once and leaves once.
+  /// Whether a query routes its observations between ranks (sharded, several ranks):
+  /// sharded_query_on(); otherwise each rank searches its own (query_in_parts()).
+  [[nodiscard]] bool routes_rows() const noexcept { return layout_ == reference_layout::sharded && info_.size > 1; }
+
+  /// query() where no observation changes rank (!routes_rows()) for a caller that moves rows between
+  /// memories while the call runs: as in update_in_parts(), `staging.arrive(begin, end)` before
+  /// observation rows [begin, end) are read, and `staging.leave(begin, end)` once result rows
+  /// [begin, end) are final in the host arrays (inside a collective). Each row arrives once and
+  /// leaves once.
   template <class Staging>
   void query_in_parts(double const* latitude, double const* longitude, std::size_t count, std::size_t k, std::int64_t* index,
                       double* angle, Staging const& staging)
   {
+    if (routes_rows()) { throw std::logic_error("distributed_nearest::query_in_parts: the sharded layout at several ranks routes rows"); }
     begin_query(k);
     if (layout_ == reference_layout::replicated) {
       replicated_query(count, [&] {
@@ -251,24 +305,23 @@ class distributed_nearest {
       });
       return;
     }
-    if (info_.size == 1) {  // one shard holding every reference: nothing to route
-      double mark = MPI_Wtime();
-      run_everywhere(comm_, "distributed_nearest::query", [&] {
-        staging.arrive(0, count);
-        search_with_global_ids(latitude, longitude, count, k, index, angle);
-        staging.leave(0, count);
-      });
-      detail::lap(mark, stats_.search_seconds);
-      stats_.observations_searched = count;
-      return;
-    }
-    sharded_query(latitude, longitude, count, k, index, angle, staging);
+    // Sharded at one rank: one shard holding every reference, nothing to route.
+    double mark = MPI_Wtime();
+    run_everywhere(comm_, "distributed_nearest::query", [&] {
+      staging.arrive(0, count);
+      search_with_global_ids(latitude, longitude, count, k, index, angle);
+      staging.leave(0, count);
+    });
+    detail::lap(mark, stats_.search_seconds);
+    stats_.observations_searched = count;
   }
 
   /// The record of the call in progress, for what a derived class adds (its staging time).
   [[nodiscard]] exchange_stats& stats() noexcept { return stats_; }
   /// The number of ranks.
   [[nodiscard]] int ranks() const noexcept { return info_.size; }
+  /// Threads for this rank's host loops (detail::host_threads()).
+  [[nodiscard]] std::size_t threads() const noexcept { return threads_; }
 
   /// What every query does first (collective): the ranks agree on k, k ≥ 1, an update() was made;
   /// a fresh record of the exchange.
@@ -333,8 +386,9 @@ class distributed_nearest {
     });
     // Splitters from every rank's samples of its references and of its last query's observations.
     std::vector<detail::key_sample> samples = observation_samples_;
-    detail::sample_keys(count, true, [&](std::size_t i) { return reference_keys_[i]; }, [&](std::size_t i) { return first_id + i; },
-                        samples);
+    detail::sample_keys(
+      count, true, [&](std::size_t s) { return reference_keys_[detail::sample_row(s, count)]; },
+      [&](std::size_t s) { return first_id + detail::sample_row(s, count); }, samples);
     detail::lap(mark, stats_.host_seconds);
     int const mine = detail::mpi_count(samples.size() * sizeof(detail::key_sample), "update");
     std::vector<int> sample_bytes(ranks);
@@ -354,16 +408,24 @@ class distributed_nearest {
     outgoing_id_.resize(routes_.total());
     routes_.for_each([&](std::size_t slot, std::size_t i, std::size_t, std::size_t) { outgoing_id_[slot] = static_cast<std::int64_t>(first_id + i); });
     detail::lap(mark, stats_.host_seconds);
-    transfer counts = exchange_counts(routes_.counts());
-    detail::exchange(to_shards_.latitude, counts.send, counts.send_at, shard_latitude_, counts.receive, counts.receive_at, comm_);
-    detail::exchange(to_shards_.longitude, counts.send, counts.send_at, shard_longitude_, counts.receive, counts.receive_at, comm_);
-    detail::exchange(outgoing_id_, counts.send, counts.send_at, shard_id_, counts.receive, counts.receive_at, comm_);
-    std::uint64_t const held = shard_id_.size();
+    detail::segments& out = shards_out_;
+    detail::segments& in = shards_in_;
+    out.size = routes_.counts();
+    detail::exchange_sizes(out, in, comm_);
+    std::size_t const held = in.total();
+    shard_latitude_.resize(held), shard_longitude_.resize(held), shard_id_.resize(held);
+    detail::exchange_segments(to_shards_.latitude.data(), out, shard_latitude_.data(), in, 1, me, comm_);
+    detail::exchange_segments(to_shards_.longitude.data(), out, shard_longitude_.data(), in, 1, me, comm_);
+    detail::exchange_segments(outgoing_id_.data(), out, shard_id_.data(), in, 1, me, comm_);
+    std::copy_n(to_shards_.latitude.data() + out.at[me], out.size[me], shard_latitude_.data() + in.at[me]);
+    std::copy_n(to_shards_.longitude.data() + out.at[me], out.size[me], shard_longitude_.data() + in.at[me]);
+    std::copy_n(outgoing_id_.data() + out.at[me], out.size[me], shard_id_.data() + in.at[me]);
+    std::uint64_t const held_here = held;
     shard_sizes_.resize(ranks);
-    mpi_check(MPI_Allgather(&held, 1, MPI_UINT64_T, shard_sizes_.data(), 1, MPI_UINT64_T, comm_), "MPI_Allgather");
+    mpi_check(MPI_Allgather(&held_here, 1, MPI_UINT64_T, shard_sizes_.data(), 1, MPI_UINT64_T, comm_), "MPI_Allgather");
     detail::lap(mark, stats_.seconds);
 
-    std::uint64_t const kept = routes_.counts()[me];
+    std::uint64_t const kept = out.size[me];
     std::uint64_t const samples_in = all_sample_count(sample_bytes) - samples.size();
     stats_.bytes_sent = (count - kept) * reference_bytes + samples.size() * sizeof(detail::key_sample) * (ranks - 1);
     stats_.bytes_received = (held - kept) * reference_bytes + samples_in * sizeof(detail::key_sample);
@@ -373,110 +435,209 @@ class distributed_nearest {
     detail::lap(mark, stats_.search_seconds);
   }
 
-  template <class Staging>
-  void sharded_query(double const* latitude, double const* longitude, std::size_t count, std::size_t k, std::int64_t* index,
-                     double* angle, Staging const& staging)
+ protected:
+  /// The sharded query at several ranks (routes_rows()), its work per observation on `engine`
+  /// (detail/sharded_rows.hpp) with the working memory `rows`: the observations `points` and the
+  /// result rows `result` (k per row) in the engine's memory, as are `splitters_there` and
+  /// `shard_ids_there` (splitters() and shard_ids()); `search_rows(latitude, longitude, count, index,
+  /// angle)` searches `count` packed rows there in this rank's shard (local ids, k per row), and may
+  /// throw. After begin_query(). Collective.
+  template <class Engine, class SearchRows>
+  void sharded_query_on(Engine& engine, detail::sharded_rows<Engine>& rows, detail::point_rows points, std::size_t count, std::size_t k,
+                        detail::neighbor_rows result, detail::keyed_id const* splitters_there, std::int64_t const* shard_ids_there,
+                        SearchRows const& search_rows)
   {
     auto const ranks = static_cast<std::size_t>(info_.size);
     auto const me = static_cast<std::size_t>(info_.rank);
-    double const nan = std::numeric_limits<double>::quiet_NaN();
+    auto const invalid = static_cast<std::uint32_t>(ranks);  // the owner of an invalid observation
     double mark = MPI_Wtime();
+    detail::segments& out = owners_out_;  // the valid observations by owner (the send order)
+    detail::segments& in = owners_in_;    // the observations this rank owns (visitors), by sending rank
 
-    // Phase 1: each valid observation to its owner (the rank of its key); invalid ones answered here.
-    std::vector<std::uint64_t>& keys = observation_keys_;
-    keys.resize(count);
+    // Phase 1: each observation's owner (the rank of its key; invalid ones are answered where they
+    // are); the valid ones by owner, in order, their coordinates packed; the parts for other ranks to
+    // the host; samples of the keys for the next update's splitters.
+    std::size_t const taken = detail::sample_count(count);
     run_everywhere(comm_, "distributed_nearest::query", [&] {
-      detail::parallel_ranges(count, threads_, [&](std::size_t begin, std::size_t end, std::size_t) {
-        staging.arrive(begin, end);
-        for (std::size_t i = begin; i < end; ++i) {
-          keys[i] = detail::space_key(latitude[i], longitude[i]);
-          if (keys[i] == detail::nowhere) { std::fill_n(index + i * k, k, std::int64_t{-1}), std::fill_n(angle + i * k, k, nan); }
-        }
-      });
+      detail::expect_row_numbers(count, "distributed_nearest::query: observations");
+      std::uint32_t* const owner = engine.reserve(rows.owner, count);
+      engine.for_each(count, detail::find_owners{points, splitters_there, ranks, owner});
+      rows.bins.resize(ranks + 1);
+      engine.partition(owner, count, ranks + 1, engine.reserve(rows.order, count), rows.bins.data());
+      out.size.assign(rows.bins.begin(), rows.bins.begin() + static_cast<std::ptrdiff_t>(ranks));
+      out.place();
+      std::size_t const valid = out.total();
+      engine.for_each(valid, detail::fill_slots{points, rows.order.data(), engine.reserve(rows.send_latitude, valid),
+                                                engine.reserve(rows.send_longitude, valid), engine.reserve(rows.slot_of, count)});
+      engine.for_each(taken, detail::sample_keys_of{points, count, engine.reserve(rows.sample_key, taken)});
+      engine.to_host(rows.sample_key.data(), taken, engine.reserve(rows.sample_key_host, taken));
+      double* const outgoing_latitude = engine.reserve(rows.outgoing_latitude, valid);
+      double* const outgoing_longitude = engine.reserve(rows.outgoing_longitude, valid);
+      for (std::size_t r = 0; r < ranks; ++r) {
+        if (r == me) { continue; }
+        engine.to_host(rows.send_latitude.data() + out.at[r], out.size[r], outgoing_latitude + out.at[r]);
+        engine.to_host(rows.send_longitude.data() + out.at[r], out.size[r], outgoing_longitude + out.at[r]);
+      }
+      engine.wait();
     });
     observation_samples_.clear();  // for the next update's splitters
-    detail::sample_keys(count, false, [&](std::size_t i) { return keys[i]; }, [](std::size_t) { return std::uint64_t{0}; },
+    std::uint64_t const* const sample_key = rows.sample_key_host.data();
+    detail::sample_keys(count, false, [&](std::size_t s) { return sample_key[s]; }, [](std::size_t) { return std::uint64_t{0}; },
                         observation_samples_);
     observation_samples_.erase(std::remove_if(observation_samples_.begin(), observation_samples_.end(),
                                               [](detail::key_sample const& s) { return s.key == detail::nowhere; }),
                                observation_samples_.end());
-    routes_.route(count, ranks, threads_, [&](std::size_t i, std::size_t, auto&& send) {
-      if (keys[i] != detail::nowhere) { send(detail::rank_of(splitters_, {keys[i], 0})); }
-    });
-    gather_points(routes_, latitude, longitude, to_owners_);
     detail::lap(mark, stats_.host_seconds);
-    transfer const owned = exchange_counts(routes_.counts());
-    detail::exchange(to_owners_.latitude, owned.send, owned.send_at, visitor_latitude_, owned.receive, owned.receive_at, comm_);
-    detail::exchange(to_owners_.longitude, owned.send, owned.send_at, visitor_longitude_, owned.receive, owned.receive_at, comm_);
+    detail::exchange_sizes(out, in, comm_);
+    std::size_t const visitors = in.total();
+    double* incoming_latitude = nullptr;
+    double* incoming_longitude = nullptr;
+    std::int64_t* answer_index_out = nullptr;
+    double* answer_angle_out = nullptr;
+    std::int64_t* answer_index_in = nullptr;
+    double* answer_angle_in = nullptr;
+    run_everywhere(comm_, "distributed_nearest::query", [&] {  // the host side of the exchanges
+      incoming_latitude = engine.reserve(rows.incoming_latitude, visitors);
+      incoming_longitude = engine.reserve(rows.incoming_longitude, visitors);
+      answer_index_out = engine.reserve(rows.answer_index_out, visitors * k);
+      answer_angle_out = engine.reserve(rows.answer_angle_out, visitors * k);
+      answer_index_in = engine.reserve(rows.answer_index_in, out.total() * k);
+      answer_angle_in = engine.reserve(rows.answer_angle_in, out.total() * k);
+    });
+    detail::exchange_segments(rows.outgoing_latitude.data(), out, incoming_latitude, in, 1, me, comm_);
+    detail::exchange_segments(rows.outgoing_longitude.data(), out, incoming_longitude, in, 1, me, comm_);
     detail::lap(mark, stats_.seconds);
 
-    // The owner's search; its k-th distance bounds where a nearer reference can be.
-    std::size_t const visitors = visitor_latitude_.size();
-    found_.resize(visitors * k);
-    found_angle_.resize(visitors * k);
-    search_shard(visitor_latitude_, visitor_longitude_, k, found_, found_angle_);
+    // The owner's search of its visitors (its own part, and what the others sent); the k-th angle
+    // found bounds where a nearer reference can be.
+    run_everywhere(comm_, "distributed_nearest::query", [&] {
+      detail::expect_row_numbers(visitors, "distributed_nearest::query: observations owned by one rank");
+      double* const latitude = engine.reserve(rows.visitor_latitude, visitors);
+      double* const longitude = engine.reserve(rows.visitor_longitude, visitors);
+      for (std::size_t r = 0; r < ranks; ++r) {
+        if (r == me) {
+          engine.copy(rows.send_latitude.data() + out.at[me], out.size[me], latitude + in.at[me]);
+          engine.copy(rows.send_longitude.data() + out.at[me], out.size[me], longitude + in.at[me]);
+        } else {
+          engine.from_host(incoming_latitude + in.at[r], in.size[r], latitude + in.at[r]);
+          engine.from_host(incoming_longitude + in.at[r], in.size[r], longitude + in.at[r]);
+        }
+      }
+      engine.wait();
+      std::int64_t* const found = engine.reserve(rows.found_index, visitors * k);
+      double* const found_angle = engine.reserve(rows.found_angle, visitors * k);
+      search_rows(latitude, longitude, visitors, found, found_angle);
+      engine.for_each(visitors * k, detail::global_ids{found, shard_ids_there});
+      engine.wait();
+    });
     detail::lap(mark, stats_.search_seconds);
 
-    // Phase 2: on to the other ranks within reach.
-    std::size_t const parts = detail::part_count(visitors, threads_);
-    seen_.assign(parts * ranks, std::numeric_limits<std::size_t>::max());
+    // Phase 2: the visitors whose neighbourhood may hold a nearer reference on another rank (a test
+    // per visitor on the engine; few pass it), to the host, which walks the cells of their
+    // neighbourhood and sends each on to the ranks within reach.
+    std::size_t flagged = 0;
+    bool others_hold_references = false;
+    for (std::size_t r = 0; r < ranks; ++r) { others_hold_references = others_hold_references || (r != me && shard_sizes_[r] > 0); }
     detail::key_span const mine_alone = detail::keys_held_alone(splitters_, me);
     run_everywhere(comm_, "distributed_nearest::query", [&] {
-      helpers_.route(visitors, ranks, threads_, [&](std::size_t v, std::size_t part, auto&& send) {
-        std::size_t* const seen = seen_.data() + part * ranks;
-        auto const visit = [&](std::size_t r) {
-          if (r != me && shard_sizes_[r] > 0 && seen[r] != v) { seen[r] = v, send(r); }
-        };
-        if (found_[v * k + k - 1] < 0) {  // fewer than k here: any rank may hold one
-          for (std::size_t r = 0; r < ranks; ++r) { visit(r); }
-          return;
-        }
-        detail::cell_box boxes[2];
-        int const box_count = detail::neighbourhood_boxes(visitor_latitude_[v], visitor_longitude_[v], found_angle_[v * k + k - 1], boxes);
-        for (int b = 0; b < box_count; ++b) {
-          if (!detail::cell_within(boxes[b], mine_alone)) { detail::reachable_ranks(splitters_, boxes[b], visit); }
-        }
-      });
+      std::uint8_t* const flag = engine.reserve(rows.flag, visitors);
+      engine.for_each(visitors, detail::flag_reach{rows.visitor_latitude.data(), rows.visitor_longitude.data(), rows.found_index.data(),
+                                                   rows.found_angle.data(), k, mine_alone, others_hold_references, flag});
+      flagged = engine.select(flag, visitors, engine.reserve(rows.selected, visitors));
+      engine.for_each(flagged, detail::gather_flagged{rows.selected.data(), rows.visitor_latitude.data(), rows.visitor_longitude.data(),
+                                                      rows.found_index.data(), rows.found_angle.data(), k,
+                                                      engine.reserve(rows.flagged_latitude, flagged), engine.reserve(rows.flagged_longitude, flagged),
+                                                      engine.reserve(rows.flagged_index, flagged * k), engine.reserve(rows.flagged_angle, flagged * k)});
+      engine.to_host(rows.flagged_latitude.data(), flagged, engine.reserve(rows.flagged_latitude_host, flagged));
+      engine.to_host(rows.flagged_longitude.data(), flagged, engine.reserve(rows.flagged_longitude_host, flagged));
+      engine.to_host(rows.flagged_index.data(), flagged * k, engine.reserve(rows.flagged_index_host, flagged * k));
+      engine.to_host(rows.flagged_angle.data(), flagged * k, engine.reserve(rows.flagged_angle_host, flagged * k));
+      engine.wait();
     });
-    gather_points(helpers_, visitor_latitude_.data(), visitor_longitude_.data(), to_helpers_);
+    double const* const flagged_latitude = rows.flagged_latitude_host.data();
+    double const* const flagged_longitude = rows.flagged_longitude_host.data();
+    std::int64_t* const flagged_index = rows.flagged_index_host.data();
+    double* const flagged_angle = rows.flagged_angle_host.data();
+    std::size_t const parts = detail::part_count(flagged, threads_);
+    seen_.assign(parts * ranks, std::numeric_limits<std::size_t>::max());
+    helpers_.route(flagged, ranks, threads_, [&](std::size_t f, std::size_t part, auto&& send) {
+      std::size_t* const seen = seen_.data() + part * ranks;
+      auto const visit = [&](std::size_t r) {
+        if (r != me && shard_sizes_[r] > 0 && seen[r] != f) { seen[r] = f, send(r); }
+      };
+      if (flagged_index[f * k + k - 1] < 0) {  // fewer than k here: any rank may hold one
+        for (std::size_t r = 0; r < ranks; ++r) { visit(r); }
+        return;
+      }
+      detail::cell_box boxes[2];
+      int const box_count = detail::neighbourhood_boxes(flagged_latitude[f], flagged_longitude[f], flagged_angle[f * k + k - 1], boxes);
+      for (int b = 0; b < box_count; ++b) {
+        if (!detail::cell_within(boxes[b], mine_alone)) { detail::reachable_ranks(splitters_, boxes[b], visit); }
+      }
+    });
+    gather_points(helpers_, flagged_latitude, flagged_longitude, to_helpers_);
     detail::lap(mark, stats_.host_seconds);
-    transfer const helped = exchange_counts(helpers_.counts());
-    detail::exchange(to_helpers_.latitude, helped.send, helped.send_at, guest_latitude_, helped.receive, helped.receive_at, comm_);
-    detail::exchange(to_helpers_.longitude, helped.send, helped.send_at, guest_longitude_, helped.receive, helped.receive_at, comm_);
+    detail::segments& helped = helpers_out_;  // the visits by rank
+    detail::segments& hosted = helpers_in_;   // the guests this rank searches, by owner
+    helped.size = helpers_.counts();
+    detail::exchange_sizes(helped, hosted, comm_);
+    std::size_t const guests = hosted.total();
+    guest_latitude_.resize(guests), guest_longitude_.resize(guests);
+    detail::exchange_segments(to_helpers_.latitude.data(), helped, guest_latitude_.data(), hosted, 1, me, comm_);
+    detail::exchange_segments(to_helpers_.longitude.data(), helped, guest_longitude_.data(), hosted, 1, me, comm_);
     detail::lap(mark, stats_.seconds);
-    std::size_t const guests = guest_latitude_.size();
     guest_found_.resize(guests * k);
     guest_angle_.resize(guests * k);
     search_shard(guest_latitude_, guest_longitude_, k, guest_found_, guest_angle_);
     detail::lap(mark, stats_.search_seconds);
-    transfer const answers = scaled(helped, k).reversed();
-    detail::exchange(guest_found_, answers.send, answers.send_at, answer_index_, answers.receive, answers.receive_at, comm_);
-    detail::exchange(guest_angle_, answers.send, answers.send_at, answer_angle_, answers.receive, answers.receive_at, comm_);
+    answer_index_.resize(helpers_.total() * k), answer_angle_.resize(helpers_.total() * k);
+    detail::exchange_segments(guest_found_.data(), hosted, answer_index_.data(), helped, k, me, comm_);
+    detail::exchange_segments(guest_angle_.data(), hosted, answer_angle_.data(), helped, k, me, comm_);
     detail::lap(mark, stats_.seconds);
 
-    // The owner keeps the k nearest of its own and the returned lists (each ordered, so a linear merge),
-    // and sends them home.
+    // The owner keeps the k nearest of its own and the returned lists (each ordered, so a linear
+    // merge), back into the visitors' rows on the engine, and sends every visitor's answer home.
     merged_.resize(parts * k);
-    helpers_.for_each([&](std::size_t slot, std::size_t v, std::size_t, std::size_t part) {
-      detail::merge_nearest(found_.data() + v * k, found_angle_.data() + v * k, answer_index_.data() + slot * k,
-                            answer_angle_.data() + slot * k, k, merged_.data() + part * k);
+    helpers_.for_each([&](std::size_t slot, std::size_t f, std::size_t, std::size_t part) {
+      detail::merge_nearest(flagged_index + f * k, flagged_angle + f * k, answer_index_.data() + slot * k, answer_angle_.data() + slot * k, k,
+                            merged_.data() + part * k);
+    });
+    run_everywhere(comm_, "distributed_nearest::query", [&] {
+      engine.from_host(flagged_index, flagged * k, rows.flagged_index.data());
+      engine.from_host(flagged_angle, flagged * k, rows.flagged_angle.data());
+      engine.for_each(flagged * k, detail::scatter_flagged{rows.selected.data(), rows.flagged_index.data(), rows.flagged_angle.data(), k,
+                                                           rows.found_index.data(), rows.found_angle.data()});
+      for (std::size_t r = 0; r < ranks; ++r) {
+        if (r == me) { continue; }
+        engine.to_host(rows.found_index.data() + in.at[r] * k, in.size[r] * k, answer_index_out + in.at[r] * k);
+        engine.to_host(rows.found_angle.data() + in.at[r] * k, in.size[r] * k, answer_angle_out + in.at[r] * k);
+      }
+      engine.wait();
     });
     detail::lap(mark, stats_.host_seconds);
-    transfer const results = scaled(owned, k).reversed();
-    detail::exchange(found_, results.send, results.send_at, home_index_, results.receive, results.receive_at, comm_);
-    detail::exchange(found_angle_, results.send, results.send_at, home_angle_, results.receive, results.receive_at, comm_);
+    detail::exchange_segments(answer_index_out, in, answer_index_in, out, k, me, comm_);
+    detail::exchange_segments(answer_angle_out, in, answer_angle_in, out, k, me, comm_);
     detail::lap(mark, stats_.seconds);
+
+    // Each observation's answer into its row (the own part straight from the visitors' rows).
     run_everywhere(comm_, "distributed_nearest::query", [&] {
-      routes_.for_each(
-        [&](std::size_t slot, std::size_t i, std::size_t, std::size_t) {
-          std::copy_n(home_index_.data() + slot * k, k, index + i * k);
-          std::copy_n(home_angle_.data() + slot * k, k, angle + i * k);
-        },
-        [&](std::size_t begin, std::size_t end) { staging.leave(begin, end); });
+      std::int64_t* const home_index = engine.reserve(rows.home_index, out.total() * k);
+      double* const home_angle = engine.reserve(rows.home_angle, out.total() * k);
+      for (std::size_t r = 0; r < ranks; ++r) {
+        if (r == me) {
+          engine.copy(rows.found_index.data() + in.at[me] * k, in.size[me] * k, home_index + out.at[me] * k);
+          engine.copy(rows.found_angle.data() + in.at[me] * k, in.size[me] * k, home_angle + out.at[me] * k);
+        } else {
+          engine.from_host(answer_index_in + out.at[r] * k, out.size[r] * k, home_index + out.at[r] * k);
+          engine.from_host(answer_angle_in + out.at[r] * k, out.size[r] * k, home_angle + out.at[r] * k);
+        }
+      }
+      engine.for_each(count * k, detail::place_rows{rows.owner.data(), invalid, rows.slot_of.data(), home_index, home_angle, k, result});
+      engine.wait();
     });
     detail::lap(mark, stats_.host_seconds);
 
-    std::uint64_t const sent = routes_.total() - routes_.counts()[me], received = visitors - owned.receive[me];
+    std::uint64_t const sent = out.total() - out.size[me], received = visitors - in.size[me];
     std::uint64_t const answer_bytes = k * (sizeof(std::int64_t) + sizeof(double));
     stats_.observations_sent = sent + helpers_.total();
     stats_.visits = helpers_.total();
@@ -485,31 +646,7 @@ class distributed_nearest {
     stats_.bytes_received = (received + guests) * point_bytes + (helpers_.total() + sent) * answer_bytes + 2 * ranks * sizeof(int);
   }
 
-  /// Send and receive counts of one all-to-all (in items) with their displacements.
-  struct transfer {
-    std::vector<int> send, send_at, receive, receive_at;
-    [[nodiscard]] transfer reversed() const { return {receive, receive_at, send, send_at}; }
-  };
-  static transfer scaled(transfer const& t, std::size_t factor)
-  {
-    transfer out;
-    for (auto [from, to] : {std::pair{&t.send, &out.send}, std::pair{&t.receive, &out.receive}}) {
-      to->resize(from->size());
-      for (std::size_t r = 0; r < from->size(); ++r) { (*to)[r] = detail::mpi_count(static_cast<std::size_t>((*from)[r]) * factor, "query"); }
-    }
-    out.send_at = detail::displacements(out.send), out.receive_at = detail::displacements(out.receive);
-    return out;
-  }
-  /// The all-to-all of the counts (collective).
-  transfer exchange_counts(std::vector<std::size_t> const& items)
-  {
-    transfer t;
-    t.send = detail::mpi_counts(items, 1, "distributed_nearest");
-    t.receive.resize(t.send.size());
-    mpi_check(MPI_Alltoall(t.send.data(), 1, MPI_INT, t.receive.data(), 1, MPI_INT, comm_), "MPI_Alltoall");
-    t.send_at = detail::displacements(t.send), t.receive_at = detail::displacements(t.receive);
-    return t;
-  }
+ private:
   /// Coordinates in a send buffer.
   struct outgoing_points {
     std::vector<double> latitude, longitude;
@@ -569,14 +706,17 @@ class distributed_nearest {
   std::vector<detail::key_sample> observation_samples_;  // of the last query, for the next splitters
   // Working memory, kept so that a loop of steps of one size allocates nothing; one buffer per use, so
   // that none shrinks and grows again (a vector's growth writes every new element, on one thread).
-  std::vector<std::uint64_t> reference_keys_, observation_keys_;
+  std::vector<std::uint64_t> reference_keys_;
   detail::routed_items routes_, helpers_;
-  std::vector<std::size_t> seen_;                     // [part * ranks + rank]: last visitor sent there
+  detail::segments shards_out_, shards_in_, owners_out_, owners_in_, helpers_out_, helpers_in_;
+  std::vector<std::size_t> seen_;                     // [part * ranks + rank]: last flagged visitor sent there
   std::vector<detail::candidate> merged_;             // k per part
-  outgoing_points to_shards_, to_owners_, to_helpers_;
-  std::vector<double> visitor_latitude_, visitor_longitude_, guest_latitude_, guest_longitude_;
-  std::vector<std::int64_t> outgoing_id_, found_, guest_found_, answer_index_, home_index_;
-  std::vector<double> found_angle_, guest_angle_, answer_angle_, home_angle_;
+  outgoing_points to_shards_, to_helpers_;
+  std::vector<double> guest_latitude_, guest_longitude_;
+  std::vector<std::int64_t> outgoing_id_, guest_found_, answer_index_;
+  std::vector<double> guest_angle_, answer_angle_;
+  detail::host_row_engine host_engine_;               // query()'s rows: host arrays, the host threads
+  detail::sharded_rows<detail::host_row_engine> host_rows_;
 };
 
 }  // namespace streamkit::distributed

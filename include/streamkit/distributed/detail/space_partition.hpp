@@ -17,7 +17,13 @@
 // smallest one holding the whole box, down where a cell's keys span several ranks, and reports every
 // rank whose range meets a cell that meets the box. Every step rounds outwards (the margins below),
 // so it may report one rank more than needed, never one less.
+//
+// What runs once per row (a key, its owner, the test whether a neighbourhood leaves the owner's
+// range) is STREAMKIT_HOST_DEVICE: the host loops and the GPU kernels of the sharded query
+// (sharded_rows.hpp) call these same functions, and their double arithmetic is the same on both
+// (no contraction into fused multiply-adds on the GPU: product()), so that both route alike.
 
+#include <streamkit/core/config.hpp>
 #include <streamkit/distributed/detail/parallel_ranges.hpp>
 #include <streamkit/spatial/haversine.hpp>
 
@@ -40,28 +46,46 @@ inline constexpr std::uint64_t nowhere = std::numeric_limits<std::uint64_t>::max
 /// wider only costs a visit.
 inline constexpr double reach_margin = 1e-9;
 
+/// a × b rounded once: never fused with an addition that follows (nvcc fuses by default in device
+/// code, the host compiler does not), so that host and device compute the same bits.
+STREAMKIT_HOST_DEVICE inline double product(double a, double b)
+{
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+/// std::min and std::max (the same comparisons), for host and device.
+STREAMKIT_HOST_DEVICE inline double smaller(double a, double b) { return b < a ? b : a; }
+STREAMKIT_HOST_DEVICE inline double larger(double a, double b) { return a < b ? b : a; }
+
 /// Whether a search takes the point (finite, |latitude| ≤ π/2): invalid observations are answered
 /// "none" where they are, invalid references are never a neighbour.
-inline bool valid_point(double latitude, double longitude)
+STREAMKIT_HOST_DEVICE inline bool valid_point(double latitude, double longitude)
 {
+#if defined(__CUDA_ARCH__)
+  return isfinite(latitude) && isfinite(longitude) && fabs(latitude) <= pi / 2;
+#else
   return std::isfinite(latitude) && std::isfinite(longitude) && std::abs(latitude) <= pi / 2;
+#endif
 }
 
-/// The longitude in [−π, π] (std::remainder is exact).
-inline double reduced_longitude(double longitude)
+/// The longitude in [−π, π] (the IEEE remainder is exact).
+STREAMKIT_HOST_DEVICE inline double reduced_longitude(double longitude)
 {
-  return std::abs(longitude) <= pi ? longitude : std::remainder(longitude, 2 * pi);
+  return fabs(longitude) <= pi ? longitude : remainder(longitude, 2 * pi);
 }
 
 /// The quantised cell of a latitude in [−π/2, π/2] and of a longitude in [−π, π] (clamped; monotone,
 /// so a value between two others gets a cell between theirs). The conversion truncates, which is the
 /// floor for the positive values it sees.
-inline std::uint32_t latitude_cell(double latitude)
+STREAMKIT_HOST_DEVICE inline std::uint32_t latitude_cell(double latitude)
 {
   double const scaled = (latitude + pi / 2) * (static_cast<double>(std::uint64_t{1} << cell_bits) / pi);
   return scaled <= 0 ? 0 : scaled >= last_cell ? last_cell : static_cast<std::uint32_t>(scaled);
 }
-inline std::uint32_t longitude_cell(double longitude)
+STREAMKIT_HOST_DEVICE inline std::uint32_t longitude_cell(double longitude)
 {
   double const scaled = (longitude + pi) * (static_cast<double>(std::uint64_t{1} << cell_bits) / (2 * pi));
   return scaled <= 0 ? 0 : scaled >= last_cell ? last_cell : static_cast<std::uint32_t>(scaled);
@@ -70,14 +94,14 @@ inline std::uint32_t longitude_cell(double longitude)
 /// A lower bound of cos(angle) for an angle in [0, π/2]: sin(π/2 − angle) by its Taylor series cut
 /// after a negative term (t − t³/3! + t⁵/5! − t⁷/7!, below the sine for t in [0, π/2], at most 1.6e-4
 /// relatively), a few multiplications where std::cos costs a third of the routing of an observation.
-inline double cos_lower_bound(double angle)
+STREAMKIT_HOST_DEVICE inline double cos_lower_bound(double angle)
 {
   double const t = pi / 2 - angle, t2 = t * t;
-  return t * (1 - t2 / 6 * (1 - t2 / 20 * (1 - t2 / 42)));
+  return t * (1 - product(t2 / 6, 1 - product(t2 / 20, 1 - t2 / 42)));
 }
 
 /// The 31 bits of `v` moved to the even bit positions 0, 2, …, 60.
-inline std::uint64_t spread_bits(std::uint32_t v)
+STREAMKIT_HOST_DEVICE inline std::uint64_t spread_bits(std::uint32_t v)
 {
   std::uint64_t x = v;
   x = (x | (x << 16)) & 0x0000ffff0000ffffULL;
@@ -89,10 +113,10 @@ inline std::uint64_t spread_bits(std::uint32_t v)
 }
 
 /// The Morton key of a cell: latitude bits at the odd positions, longitude bits at the even ones.
-inline std::uint64_t cell_key(std::uint32_t latitude, std::uint32_t longitude) { return spread_bits(latitude) << 1 | spread_bits(longitude); }
+STREAMKIT_HOST_DEVICE inline std::uint64_t cell_key(std::uint32_t latitude, std::uint32_t longitude) { return spread_bits(latitude) << 1 | spread_bits(longitude); }
 
 /// The key of a point (radians); `nowhere` for an invalid one.
-inline std::uint64_t space_key(double latitude, double longitude)
+STREAMKIT_HOST_DEVICE inline std::uint64_t space_key(double latitude, double longitude)
 {
   if (!valid_point(latitude, longitude)) { return nowhere; }
   return cell_key(latitude_cell(latitude), longitude_cell(reduced_longitude(longitude)));
@@ -103,12 +127,26 @@ struct keyed_id {
   std::uint64_t key;
   std::uint64_t id;
 };
-inline bool operator<(keyed_id const& a, keyed_id const& b) { return a.key < b.key || (a.key == b.key && a.id < b.id); }
+STREAMKIT_HOST_DEVICE inline bool operator<(keyed_id const& a, keyed_id const& b) { return a.key < b.key || (a.key == b.key && a.id < b.id); }
 
-/// The rank holding (key, id) under `splitters` (ranks − 1, ascending): how many are ≤ it.
+/// The rank holding (key, id) under the `count` = ranks − 1 splitters (ascending): how many are ≤ it
+/// (a binary search, as std::upper_bound).
+STREAMKIT_HOST_DEVICE inline std::size_t rank_of(keyed_id const* splitters, std::size_t count, keyed_id const& item)
+{
+  std::size_t low = 0, high = count;
+  while (low < high) {
+    std::size_t const middle = low + (high - low) / 2;
+    if (item < splitters[middle]) {
+      high = middle;
+    } else {
+      low = middle + 1;
+    }
+  }
+  return low;
+}
 inline std::size_t rank_of(std::vector<keyed_id> const& splitters, keyed_id const& item)
 {
-  return static_cast<std::size_t>(std::upper_bound(splitters.begin(), splitters.end(), item) - splitters.begin());
+  return rank_of(splitters.data(), splitters.size(), item);
 }
 
 /// The ranks whose ranges may hold a key in [low, high]: [first, last] (every id of those keys).
@@ -133,15 +171,23 @@ struct key_sample {
 /// to a few per cent.
 inline constexpr std::size_t samples_per_rank = 1024;
 
-/// Up to samples_per_rank evenly spaced samples of `count` keys (key_at(i), id_at(i)), each weighing
-/// count / samples.
-template <class KeyAt, class IdAt>
-void sample_keys(std::size_t count, bool reference, KeyAt const& key_at, IdAt const& id_at, std::vector<key_sample>& samples)
+/// How many of `count` keys are sampled: up to samples_per_rank, evenly spaced.
+inline std::size_t sample_count(std::size_t count) { return std::min(count, samples_per_rank); }
+/// The row of sample s of the sample_count(count) samples of `count` keys.
+STREAMKIT_HOST_DEVICE inline std::size_t sample_row(std::size_t s, std::size_t count)
 {
-  std::size_t const taken = std::min(count, samples_per_rank);
+  std::size_t const taken = count < samples_per_rank ? count : samples_per_rank;
+  return s * count / taken;
+}
+
+/// The sample_count(count) samples of `count` keys: sample s (at row sample_row(s, count)) is
+/// (key_of(s), id_of(s)), each weighing count / samples.
+template <class KeyOf, class IdOf>
+void sample_keys(std::size_t count, bool reference, KeyOf const& key_of, IdOf const& id_of, std::vector<key_sample>& samples)
+{
+  std::size_t const taken = sample_count(count);
   for (std::size_t s = 0; s < taken; ++s) {
-    std::size_t const i = s * count / taken;
-    samples.push_back({key_at(i), id_at(i), static_cast<double>(count) / static_cast<double>(taken), reference ? 1u : 0u});
+    samples.push_back({key_of(s), id_of(s), static_cast<double>(count) / static_cast<double>(taken), reference ? 1u : 0u});
   }
 }
 
@@ -198,12 +244,12 @@ struct cell_box {
 /// longitude) (a valid point). Returns how many. The latitudes of such points differ by at most the
 /// angle; their longitudes, where the box stays off the poles, by at most 2 asin(sin(reach/2) /
 /// cos(largest |latitude|)) (haversine), bounded above by 2 x / sqrt(1 − x²) with x ≥ the sine ratio.
-inline int neighbourhood_boxes(double latitude, double longitude, double reach, cell_box* boxes)
+STREAMKIT_HOST_DEVICE inline int neighbourhood_boxes(double latitude, double longitude, double reach, cell_box* boxes)
 {
   double const d = reach + reach_margin;
   double const low = latitude - d, high = latitude + d;
-  cell_box box{latitude_cell(std::max(low, -pi / 2)), latitude_cell(std::min(high, pi / 2)), 0, last_cell};
-  double const polar = std::max(std::abs(low), std::abs(high));
+  cell_box box{latitude_cell(larger(low, -pi / 2)), latitude_cell(smaller(high, pi / 2)), 0, last_cell};
+  double const polar = larger(fabs(low), fabs(high));
   if (!(polar < pi / 2) || !(d < pi)) {
     boxes[0] = box;
     return 1;
@@ -216,7 +262,7 @@ inline int neighbourhood_boxes(double latitude, double longitude, double reach, 
     boxes[0] = box;
     return 1;
   }
-  double const half = 2 * x / std::sqrt(1 - x * x) * (1 + 1e-12) + reach_margin;
+  double const half = product(2 * x / sqrt(1 - product(x, x)), 1 + 1e-12) + reach_margin;
   double const centre = reduced_longitude(longitude);
   double const west = centre - half, east = centre + half;
   if (west < -pi) {  // wraps past −π: [−π, east] and [west + 2π, π]
@@ -240,7 +286,7 @@ struct key_span {
 
 /// The keys of the cell at `level` (0: the whole sphere, cell_bits: one quantised cell) that holds the
 /// quantised cell (latitude, longitude).
-inline key_span cell_keys(std::uint32_t latitude, std::uint32_t longitude, unsigned level)
+STREAMKIT_HOST_DEVICE inline key_span cell_keys(std::uint32_t latitude, std::uint32_t longitude, unsigned level)
 {
   unsigned const below = cell_bits - level;
   std::uint64_t const first = cell_key(latitude >> below << below, longitude >> below << below);
@@ -248,13 +294,23 @@ inline key_span cell_keys(std::uint32_t latitude, std::uint32_t longitude, unsig
 }
 
 /// The level of the smallest cell holding `box`: the leading bits its bounds share in both coordinates.
-inline unsigned enclosing_level(cell_box const& box)
+/// The leading bits of the 31 that `a` and `b` share.
+STREAMKIT_HOST_DEVICE inline unsigned common_bits(std::uint32_t a, std::uint32_t b)
 {
-  auto const common_bits = [](std::uint32_t a, std::uint32_t b) {  // of the 31
-    std::uint32_t const differ = a ^ b;
-    return differ == 0 ? cell_bits : static_cast<unsigned>(__builtin_clz(differ)) - (32 - cell_bits);
-  };
-  return std::min(common_bits(box.latitude_low, box.latitude_high), common_bits(box.longitude_low, box.longitude_high));
+  std::uint32_t const differ = a ^ b;
+  if (differ == 0) { return cell_bits; }
+#if defined(__CUDA_ARCH__)
+  return static_cast<unsigned>(__clz(differ)) - (32 - cell_bits);
+#else
+  return static_cast<unsigned>(__builtin_clz(differ)) - (32 - cell_bits);
+#endif
+}
+
+/// The level of the smallest cell holding `box`: the leading bits its bounds share in both coordinates.
+STREAMKIT_HOST_DEVICE inline unsigned enclosing_level(cell_box const& box)
+{
+  unsigned const latitude = common_bits(box.latitude_low, box.latitude_high), longitude = common_bits(box.longitude_low, box.longitude_high);
+  return latitude < longitude ? latitude : longitude;
 }
 
 /// The keys whose every (key, id) lies in rank `rank`'s range under `splitters`: those strictly
@@ -276,10 +332,24 @@ inline key_span keys_held_alone(std::vector<keyed_id> const& splitters, std::siz
 
 /// Whether every key of the smallest cell holding `box` is in `span` (then no other rank's range
 /// meets the box: the cheap test before reachable_ranks()).
-inline bool cell_within(cell_box const& box, key_span const& span)
+STREAMKIT_HOST_DEVICE inline bool cell_within(cell_box const& box, key_span const& span)
 {
   key_span const keys = cell_keys(box.latitude_low, box.longitude_low, enclosing_level(box));
   return span.low <= keys.low && keys.high <= span.high;
+}
+
+/// Whether a rank whose range holds alone the keys `alone` (keys_held_alone()) must look beyond it
+/// for the points within angle `reach` of (latitude, longitude) (a valid point): whether a box of
+/// neighbourhood_boxes() leaves the smallest cell inside `alone`. Where it says no, no other rank's
+/// range meets the neighbourhood; where it says yes, reachable_ranks() finds which do.
+STREAMKIT_HOST_DEVICE inline bool reaches_beyond(double latitude, double longitude, double reach, key_span const& alone)
+{
+  cell_box boxes[2];
+  int const count = neighbourhood_boxes(latitude, longitude, reach, boxes);
+  for (int b = 0; b < count; ++b) {
+    if (!cell_within(boxes[b], alone)) { return true; }
+  }
+  return false;
 }
 
 /// Calls `reach(rank)` for every rank whose key range meets a cell that meets `box` (a rank may be
