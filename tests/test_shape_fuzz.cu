@@ -1495,7 +1495,7 @@ std::vector<radius_case> extreme_radius_cases()
   add(e::one_shot, rc::blocking, 1, 1, streamkit::pi).is_double = true;
   add(e::one_shot, rc::blocking, 0, 5, 1.0);
   // Past the grid-stride kernels' cap (grid_stride_blocks × 256 rows: radius_clamp_offsets,
-  // radius_largest_row, radius_sort_rows), three references each within every radius.
+  // radius_largest_row, the row sorts radius_sort_*), three references each within every radius.
   std::size_t const past_stride_cap = streamkit::detail::grid_stride_blocks * 256 + 259;
   add(e::brute_force, rc::two_pass, past_stride_cap, 3, every).tell_largest = true;
   add(e::tree, rc::blocking, past_stride_cap, 3, streamkit::pi);
@@ -1514,7 +1514,7 @@ std::vector<radius_case> extreme_radius_cases()
   add(e::tree, rc::two_pass_with_scratch, 5, past_slice_cap, holding(50, past_slice_cap)).is_double = true;
   // One row of 2^20 + 1 references, radix-sorted.
   add(e::tree, rc::blocking, 1, (std::size_t{1} << 20) + 1, streamkit::pi).is_double = true;
-  // A sorted fill told the largest row: rows of radius_small_row (each sorted by one warp) and one more (radix sort).
+  // A sorted fill told the largest row: rows of radius_small_row (each sorted by one warp, in shared memory) and one more (radix sort).
   add(e::brute_force, rc::two_pass, 2000, streamkit::radius_small_row, every).tell_largest = true;
   add(e::tree, rc::two_pass, 2000, streamkit::radius_small_row, every).tell_largest = true;
   add(e::front_end, rc::two_pass, 2000, streamkit::radius_small_row + 1, every).tell_largest = true;

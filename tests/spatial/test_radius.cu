@@ -681,6 +681,192 @@ TEST_F(Radius, KeptRowsOfOtherObservationsRadiiOrReferencesAreSearchedAgain)
   for_each_index(refs.points, options, d.obs.size(), s, check, true);  // the front end forwards to these engines
 }
 
+// ---- rows of every length the sorts and copies treat apart ---------------------------------------
+
+/// The row lengths whose handling changes between them (radius_sort_* and write_short_rows): one entry
+/// (a lane alone), groups of 2 … 32 lanes for rows of up to 32, registers of 2 … 16 keys a lane up to
+/// 512, shared memory of room 1024 … 4096 (radius_small_row); each boundary and both sides of it.
+constexpr std::size_t class_lengths[] = {1,   2,   3,   4,   5,   7,   8,    9,    15,   16,   17,   31,   32,   33,  63,   64,   65,  127,
+                                         128, 129, 255, 256, 257, 511, 512, 513, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096};
+
+/// References in clusters of exactly each of class_lengths (within 430 m of their centre, every fifth a
+/// copy of the one before: identical references, ordered by index), centres hundreds of kilometres
+/// apart; observations within 50 m of a centre (within r = 1 km: rows of exactly the cluster's size).
+struct class_rows_data {
+  point_set refs;
+  std::vector<point_set> near;  // near[c]: observation positions of cluster c (its centre first)
+};
+
+class_rows_data class_rows_data_of(std::size_t per_cluster, std::mt19937_64& rng)
+{
+  class_rows_data d;
+  std::size_t c = 0;
+  for (std::size_t const length : class_lengths) {
+    double const lat = -75.0 + 4.5 * static_cast<double>(c), lon = -170.0 + 10.0 * static_cast<double>(c);
+    point_set cluster;
+    add_cluster(cluster, lat, lon, 300.0, length, rng);
+    for (std::size_t j = 0; j < length; ++j) {
+      std::size_t const from = j % 5 == 4 ? j - 1 : j;
+      d.refs.add(cluster.lat[from], cluster.lon[from]);
+    }
+    point_set near;
+    near.add(lat, lon);
+    add_cluster(near, lat, lon, 35.0, per_cluster - 1, rng);
+    d.near.push_back(near);
+    ++c;
+  }
+  return d;
+}
+
+/// Observations at `positions` of d.near, cluster c's position p at (c, p), and the length each row must have.
+point_set observations_at(class_rows_data const& d, std::vector<std::pair<std::size_t, std::size_t>> const& positions,
+                          std::vector<std::int64_t>& lengths)
+{
+  point_set obs;
+  lengths.clear();
+  for (auto const& [c, p] : positions) {
+    obs.add(d.near[c].lat[p], d.near[c].lon[p]);
+    lengths.push_back(static_cast<std::int64_t>(class_lengths[c]));
+  }
+  return obs;
+}
+
+void expect_lengths(std::vector<std::int64_t> const& offsets, std::vector<std::int64_t> const& lengths)
+{
+  ASSERT_EQ(offsets.size(), lengths.size() + 1);
+  for (std::size_t i = 0; i < lengths.size(); ++i) { ASSERT_EQ(offsets[i + 1] - offsets[i], lengths[i]) << "row " << i; }
+}
+
+TEST_F(Radius, RowsOfEveryLengthClassSortedAndCopied)
+{
+  // Rows of each length class and both sides of every boundary, several of a class and of different
+  // classes in each warp, on every engine: blocking, two calls (kept rows copied, the others searched
+  // again; largest row told or unknown; unsorted), a fill that searches every row and sorts every
+  // class; each against the CPU float64 brute force, and the same rows everywhere; on the tree, the
+  // largest row understated (the rows above 2048 sorted in place by one lane).
+  class_rows_data const d = class_rows_data_of(3, rng);
+  std::vector<std::pair<std::size_t, std::size_t>> positions;
+  for (std::size_t c = 0; c < d.near.size(); ++c) {
+    for (std::size_t p = 0; p < 3; ++p) { positions.emplace_back(c, p); }
+  }
+  std::shuffle(positions.begin(), positions.end(), rng);
+  std::vector<std::int64_t> lengths;
+  point_set obs_points = observations_at(d, positions, lengths);
+  obs_points.add(0.0, 0.0);  // an empty row, far from every cluster
+  lengths.push_back(0);
+  radius_options r;
+  r.radius = 1000.0;
+  auto const options = options_in(streamkit::distance_unit::metres);
+  check_every_engine<float>(obs_points, d.refs, r, options);
+
+  streamkit::stream const s(0);
+  auto const obs = upload<double>(obs_points, angle_unit::degrees, false, s);
+  auto const refs = upload<double>(d.refs, angle_unit::degrees, true, s);
+  std::vector<double> const radii(obs.size(), r.radius);
+  double const scale = 1000.0 * options.sphere_radius_km;
+  host_csr<std::int64_t, double> first;
+  auto const every_path = [&](auto& index) {
+    streamkit::nearest_scratch kept, fresh;
+    auto const offsets = offsets_with(index, obs.points, r, kept, s);
+    expect_lengths(offsets.second, lengths);
+    auto const searched = fill_with(index, obs.points, r, offsets, &fresh, s);  // every row searched, every class sorted
+    expect_radius(searched, obs.seen, refs.seen, radii, scale, true, true);
+    auto const copied = fill_with(index, obs.points, r, offsets, &kept, s);
+    EXPECT_EQ(copied.index, searched.index) << "kept rows vs every row searched";
+    EXPECT_EQ(copied.distance, searched.distance) << "kept rows vs every row searched";
+    if (first.offsets.empty()) {
+      first = searched;
+    } else {
+      EXPECT_EQ(searched.index, first.index) << "rows differ from the first engine's";
+    }
+    if constexpr (std::is_same_v<std::decay_t<decltype(index)>, streamkit::tree_index<double>>) {
+      auto const understated = radius_two_calls<std::int64_t, double>(index, obs.points, r, true, s, 3);
+      EXPECT_EQ(understated.index, searched.index) << "largest row understated 3 times";
+      EXPECT_EQ(understated.distance, searched.distance) << "largest row understated 3 times";
+    }
+  };
+  for_each_index(refs.points, options, obs.size(), s, every_path);
+}
+
+TEST_F(Radius, RowsOfEveryLengthClassForManyObservations)
+{
+  // Past radius_tree_few_rows rows (searched and searched again one thread a row, each writing where
+  // its row ended), most of them longer than the kept entries: every row equal to the row of its
+  // position among few observations (checked against the CPU float64 brute force).
+  class_rows_data const d = class_rows_data_of(4, rng);
+  std::vector<std::size_t> clusters;  // of lengths 1, 17, 32, 33, 64, 65, 128, 129, 256, 257
+  for (std::size_t c = 0; c < d.near.size(); ++c) {
+    std::size_t const length = class_lengths[c];
+    if (length == 1 || length == 17 || (length >= 32 && length <= 257 && length % 32 <= 1)) { clusters.push_back(c); }
+  }
+  ASSERT_EQ(clusters.size(), 10U);
+  std::vector<std::pair<std::size_t, std::size_t>> few_positions;
+  for (std::size_t const c : clusters) {
+    for (std::size_t p = 0; p < 4; ++p) { few_positions.emplace_back(c, p); }
+  }
+  std::size_t const n = std::size_t{1} << 17;
+  ASSERT_GT(n * 7 / 10, streamkit::detail::radius_tree_few_rows) << "rows searched again, one thread each";
+  std::vector<std::size_t> which(n);
+  std::uniform_int_distribution<std::size_t> pick(0, few_positions.size() - 1);
+  std::vector<std::pair<std::size_t, std::size_t>> positions;
+  for (std::size_t i = 0; i < n; ++i) {
+    which[i] = pick(rng);
+    positions.push_back(few_positions[which[i]]);
+  }
+  std::vector<std::int64_t> few_lengths, lengths;
+  point_set const few_points = observations_at(d, few_positions, few_lengths);
+  point_set const obs_points = observations_at(d, positions, lengths);
+  radius_options r;
+  r.radius = 1000.0;
+  auto const options = options_in(streamkit::distance_unit::metres);
+  double const scale = 1000.0 * options.sphere_radius_km;
+  streamkit::stream const s(0);
+  auto const few = upload<float>(few_points, angle_unit::degrees, false, s);
+  auto const obs = upload<float>(obs_points, angle_unit::degrees, false, s);
+  auto const refs = upload<float>(d.refs, angle_unit::degrees, true, s);
+  host_csr<std::int64_t, float> expected;
+  {
+    streamkit::brute_force_index<float> index(refs.points, options, s);
+    streamkit::nearest_scratch scratch;
+    auto const offsets = offsets_with(index, few.points, r, scratch, s);
+    expect_lengths(offsets.second, few_lengths);
+    expected = fill_with(index, few.points, r, offsets, &scratch, s);
+    expect_radius(expected, few.seen, refs.seen, std::vector<double>(few.size(), r.radius), scale, true, true);
+  }
+  // Row i must be row which[i] of the few, entry for entry (as a set of pairs when unsorted).
+  auto const row_of = [](host_csr<std::int64_t, float> const& csr, std::size_t i, bool sorted) {
+    std::vector<std::pair<std::int64_t, float>> row;
+    for (auto e = static_cast<std::size_t>(csr.offsets[i]); e < static_cast<std::size_t>(csr.offsets[i + 1]); ++e) {
+      row.emplace_back(csr.index[e], csr.distance[e]);
+    }
+    if (!sorted) { std::sort(row.begin(), row.end()); }
+    return row;
+  };
+  auto const expect_rows = [&](host_csr<std::int64_t, float> const& got, bool sorted) {
+    ASSERT_EQ(got.offsets.size(), n + 1);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (row_of(got, i, sorted) != row_of(expected, which[i], sorted)) {
+        ADD_FAILURE() << "row " << i << " (" << got.offsets[i + 1] - got.offsets[i] << " entries) differs from row " << which[i]
+                      << " of the few";
+        return;
+      }
+    }
+  };
+  auto const every_path = [&](auto& index) {
+    streamkit::nearest_scratch kept, fresh;
+    auto const offsets = offsets_with(index, obs.points, r, kept, s);
+    expect_lengths(offsets.second, lengths);
+    for (bool const sorted : {true, false}) {
+      SCOPED_TRACE(sorted ? "sorted" : "unsorted");
+      radius_options pass = r;
+      pass.sorted = sorted;
+      expect_rows(fill_with(index, obs.points, pass, offsets, &kept, s), sorted);
+      expect_rows(fill_with(index, obs.points, pass, offsets, &fresh, s), sorted);
+    }
+  };
+  for_each_index(refs.points, options, obs.size(), s, every_path);
+}
+
 // ---- host side: argument checks, run in CI without a GPU -----------------------------------------
 
 TEST(RadiusHost, BoundErrorsSayHowManyWouldHaveComeBack)

@@ -101,28 +101,70 @@ inline int radius_sort_end_bit(std::size_t rows)
   return 96 + bits;
 }
 
-/// Launches radius_sort_rows for rows[0 … *row_count) (every row when null) of at most `largest_row`
-/// (radius_small_row at most): up to 4 warps a block, as many as the device's shared memory per block
-/// holds at 12 bytes an entry.
+/// Sorts and writes the rows of a sorted fill (radius_sorted_rows) of at most `largest_row` entries
+/// (radius_small_row at most; a longer row is still sorted, slowly), one launch per size class, so
+/// that no launch's occupancy is set by rows longer than its own: up to 32 entries several rows a
+/// warp, then (16 · Keys, 32 · Keys] in registers for Keys = 2, 4 … radius_register_sort_keys, then
+/// (room / 2, room] in shared memory for room = 1024, 2048 … (up to 4 warps a block, as many as the
+/// device's shared memory per block holds at 12 bytes an entry). Each launch reads every row's
+/// length and sorts those of its class.
 template <class Index, class T>
-void sort_rows(points_ref<T> const& observations, std::size_t n, std::uint32_t const* rows, std::uint32_t const* row_count,
-               std::int64_t const* offsets, tree_key* keys, lat_lon const* coordinates, std::size_t m,
-               radius_neighbors_ref<Index, T> const& result, double scale, std::size_t largest_row, int device, stream_ref stream)
+void sort_rows(radius_sorted_rows<Index, T> const& rows, std::size_t largest_row, int device, stream_ref stream)
 {
-  unsigned room = 32;
-  while (room < largest_row) { room *= 2; }
-  int shared_limit = 0;
-  STREAMKIT_CUDA_TRY(cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  std::size_t const warp_bytes = room * radius_sort_bytes_per_entry;
-  std::size_t const warps = std::clamp<std::size_t>(static_cast<std::size_t>(shared_limit) / warp_bytes, 1, 4);
-  std::size_t const bytes = warps * warp_bytes;
-  if (bytes > 48 * 1024) {
-    STREAMKIT_CUDA_TRY(cudaFuncSetAttribute(radius_sort_rows<Index, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  }
-  radius_sort_rows<Index, T><<<grid_size("radius_sort_rows", n, warps * 32, grid_stride_blocks), static_cast<unsigned>(warps * 32), bytes,
-                               stream.value()>>>(observations, n, rows, row_count, offsets, keys, coordinates, m, result.index, result.distance, scale,
-                                                 room);
+  unsigned const blocks = grid_size("radius_sort_rows", rows.n, 128, grid_stride_blocks);
+  radius_sort_short_rows<Index, T><<<blocks, 128, 0, stream.value()>>>(rows, largest_row <= 32);
   STREAMKIT_CHECK_LAUNCH();
+  auto const in_registers = [&](auto kernel, std::size_t keys) {
+    if (largest_row <= 16 * keys) { return; }
+    kernel<<<blocks, 128, 0, stream.value()>>>(rows, largest_row <= 32 * keys);
+    STREAMKIT_CHECK_LAUNCH();
+  };
+  static_assert(radius_register_sort_keys == 16, "the classes below");
+  in_registers(radius_sort_rows_in_registers<2, Index, T>, 2);
+  in_registers(radius_sort_rows_in_registers<4, Index, T>, 4);
+  in_registers(radius_sort_rows_in_registers<8, Index, T>, 8);
+  in_registers(radius_sort_rows_in_registers<16, Index, T>, 16);
+  int shared_limit = 0;
+  if (largest_row > 32 * radius_register_sort_keys) {
+    STREAMKIT_CUDA_TRY(cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  }
+  for (std::size_t room = 64 * radius_register_sort_keys; room / 2 < largest_row; room *= 2) {
+    std::size_t const warp_bytes = room * radius_sort_bytes_per_entry;
+    std::size_t const warps = std::clamp<std::size_t>(static_cast<std::size_t>(shared_limit) / warp_bytes, 1, 4);
+    std::size_t const bytes = warps * warp_bytes;
+    if (bytes > 48 * 1024) {
+      STREAMKIT_CUDA_TRY(
+        cudaFuncSetAttribute(radius_sort_rows_in_shared<Index, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    }
+    radius_sort_rows_in_shared<Index, T>
+      <<<grid_size("radius_sort_rows_in_shared", rows.n, warps * 32, grid_stride_blocks), static_cast<unsigned>(warps * 32), bytes,
+         stream.value()>>>(rows, static_cast<unsigned>(room), largest_row <= room);
+    STREAMKIT_CHECK_LAUNCH();
+  }
+}
+
+/// The rows of a fill of `observations` on an engine (its references' coordinates and count, m)
+/// into `result`, for sort_rows: rows[0 … *row_count) (every row when null), with `pass`'s clamped
+/// offsets, cursors, keys and scale.
+template <class Index, class T>
+radius_sorted_rows<Index, T> sorted_rows_of(points_ref<T> const& observations, radius_pass<Index, T> const& pass, std::uint32_t const* rows,
+                                            std::uint32_t const* row_count, lat_lon const* coordinates, std::size_t m,
+                                            radius_neighbors_ref<Index, T> const& result)
+{
+  radius_sorted_rows<Index, T> sorted;
+  sorted.observations = observations;
+  sorted.n = observations.count;
+  sorted.rows = rows;
+  sorted.row_count = row_count;
+  sorted.offsets = pass.offsets;
+  sorted.cursors = pass.cursors;
+  sorted.keys = pass.keys;
+  sorted.coordinates = coordinates;
+  sorted.m = m;
+  sorted.index = result.index;
+  sorted.distance = result.distance;
+  sorted.scale = pass.scale;
+  return sorted;
 }
 
 /// Starts a fill of `result` (sorted, or not): its offsets clamped to the storage into `clamped` (n + 1)
@@ -222,7 +264,6 @@ void brute_force_index<T>::radius_run(points_ref<T> const& observations, detail:
   reference_layout const layout(this->count_);
   std::byte const* const base = references_.data();
   dim3 const grid(plan.obs_blocks, plan.slices);
-  pass.kept.sliced = true;  // the blocks of every slice find entries of a row
   radius_brute_force<Index, T><<<grid, shape::threads, 0, stream.value()>>>(observations, n, layout.vectors(base), layout.precise(base),
                                                                           layout.coordinates(base), this->count_, plan.slice_length, pass);
   STREAMKIT_CHECK_LAUNCH();
@@ -256,14 +297,12 @@ void tree_index<T>::radius_run(points_ref<T> const& observations, detail::radius
     STREAMKIT_CHECK_LAUNCH();
   };
   constexpr int few = radius_tree_lanes_few;
-  if (pass.row_count != nullptr) {  // a count on the device: each launch searches them when it is its share (positions with atomics)
+  if (pass.row_count != nullptr) {  // a count on the device: each launch searches them when it is its share
     launch(radius_tree<few, Index, T>, std::min(n, radius_tree_few_rows), few);
     if (n > radius_tree_few_rows) { launch(radius_tree<1, Index, T>, n, 1); }
-  } else if (n <= radius_tree_few_rows) {  // several threads a row: places taken with atomics
-    pass.kept.sliced = true;
+  } else if (n <= radius_tree_few_rows) {
     launch(radius_tree<few, Index, T>, n, few);
   } else {
-    pass.cursors = nullptr;  // one thread a row: positions without atomics
     launch(radius_tree<1, Index, T>, n, 1);
   }
 }
@@ -361,16 +400,16 @@ void radius_queries<Engine, T>::fill_on(E const& engine, points_ref<T> const& ob
   auto* const keys = reinterpret_cast<tree_key*>(memory + engine_bytes + clamped_bytes + cursors_bytes);
   std::byte* const sort_temporary = memory + engine_bytes + clamped_bytes + cursors_bytes + keys_bytes;
 
-  // A slot the fill leaves alone (offsets of another query) holds the largest key: it sorts last and
-  // reads as no reference. The radix sort sorts the whole storage over (row, chord, id) (a segmented
-  // sort would wait for the device).
-  if (sorted) { STREAMKIT_CUDA_TRY(cudaMemsetAsync(keys, 0xff, capacity * sizeof(tree_key), stream.value())); }
+  // The radix sort sorts the whole storage over (row, chord, id) (a segmented sort would wait for
+  // the device): a slot the fill leaves alone (offsets of another query) holds the largest key, which
+  // sorts last and reads as no reference. The row sorts read only the keys the search wrote.
+  if (radix) { STREAMKIT_CUDA_TRY(cudaMemsetAsync(keys, 0xff, capacity * sizeof(tree_key), stream.value())); }
   radius_pass<Index, T> pass = start_fill(radius, sorted, distance_scale(engine.options_), result, clamped, cursors, keys, stream);
   engine.radius_run(observations, pass, stream, memory);
   if (!sorted) { return; }
   if (short_rows) {
-    sort_rows(observations, n, nullptr, nullptr, clamped, keys, engine.radius_coordinates(), engine.count_, result, pass.scale,
-              result.largest_row, engine.device_, stream);
+    sort_rows(sorted_rows_of(observations, pass, nullptr, nullptr, engine.radius_coordinates(), engine.count_, result), result.largest_row,
+              engine.device_, stream);
     return;
   }
   sorted_pairs<tree_key> const order =
@@ -416,8 +455,8 @@ void radius_queries<Engine, T>::fill_from_kept(E const& engine, points_ref<T> co
   pass.row_count = row_count;
   engine.radius_run(observations, pass, stream, memory);
   if (sorted) {
-    sort_rows(observations, n, rows, row_count, clamped, keys, coordinates, engine.count_, result, pass.scale, result.largest_row,
-              engine.device_, stream);
+    sort_rows(sorted_rows_of(observations, pass, rows, row_count, coordinates, engine.count_, result), result.largest_row, engine.device_,
+              stream);
   }
 }
 

@@ -40,11 +40,10 @@ struct radius_row_tag {
 /// same coordinates and radius, searched on the same references: the same entries) and every entry
 /// of it was kept; it searches the others again.
 struct radius_kept {
-  unsigned slots = 0;   // 0: nothing is kept
-  bool sliced = false;  // the threads of several blocks search a row (brute force): slots are taken with atomics
+  unsigned slots = 0;  // 0: nothing is kept
   std::uint64_t* chords = nullptr;
   std::uint32_t* ids = nullptr;
-  std::uint32_t* found = nullptr;  // the row's count (zeroed first when sliced)
+  std::uint32_t* found = nullptr;  // the row's count (zeroed first: several threads of a row count into it)
   radius_row_tag* tags = nullptr;
   std::uint32_t* order = nullptr;
 };
@@ -58,7 +57,7 @@ struct radius_pass {
   double scale = 1.0;               // radians to the distance unit
   std::int64_t* counts = nullptr;   // count: per row
   std::int64_t const* offsets = nullptr;     // fill: n + 1 row starts, clamped to the storage
-  unsigned long long* cursors = nullptr;     // brute-force fill: the next position of each row (starts at offsets)
+  unsigned long long* cursors = nullptr;     // fill: each row's next position (starts at offsets; a row's end once searched)
   Index* index = nullptr;           // fill_unsorted
   T* distance = nullptr;            // fill_unsorted, optional
   tree_key* keys = nullptr;         // fill_sorted: radius_sort_key()s
@@ -133,17 +132,21 @@ __device__ __forceinline__ tree_key radius_sort_key(std::size_t row, double chor
 }
 
 /// Where one observation's found pairs go: counted (and kept), or written at its row's positions.
+/// When several threads find the entries of a row (`shared_row`), each takes its kept slot and its
+/// fill position with an atomic (kept.found, pass.cursors); a thread alone on its row counts them itself.
 template <class Index, class T>
 struct radius_sink {
   radius_pass<Index, T> const& pass;
   lat_lon const* coordinates;  // of the references, by index
   std::size_t row;
   double lat, lon;
+  bool shared_row;
   std::int64_t found = 0;
   std::int64_t row_end = 0;
 
-  __device__ radius_sink(radius_pass<Index, T> const& p, lat_lon const* references, std::size_t i, double la, double lo, bool active)
-      : pass(p), coordinates(references), row(i), lat(la), lon(lo)
+  __device__ radius_sink(radius_pass<Index, T> const& p, lat_lon const* references, std::size_t i, double la, double lo, bool active,
+                         bool shared)
+      : pass(p), coordinates(references), row(i), lat(la), lon(lo), shared_row(shared)
   {
     if (active && pass.mode != radius_mode::count) { row_end = pass.offsets[i + 1]; }
   }
@@ -154,7 +157,7 @@ struct radius_sink {
     if (pass.mode == radius_mode::count) {
       radius_kept const& kept = pass.kept;
       if (kept.slots > 0) {
-        std::uint64_t const slot = kept.sliced ? atomicAdd(kept.found + row, 1u) : static_cast<std::uint64_t>(found);
+        std::uint64_t const slot = shared_row ? atomicAdd(kept.found + row, 1u) : static_cast<std::uint64_t>(found);
         if (slot < kept.slots) {
           std::size_t const at = row * kept.slots + static_cast<std::size_t>(slot);
           kept.chords[at] = static_cast<std::uint64_t>(__double_as_longlong(c));
@@ -164,8 +167,7 @@ struct radius_sink {
       ++found;
       return;
     }
-    std::int64_t const at = pass.cursors != nullptr ? static_cast<std::int64_t>(atomicAdd(pass.cursors + row, 1ull))
-                                                    : pass.offsets[row] + found;
+    std::int64_t const at = shared_row ? static_cast<std::int64_t>(atomicAdd(pass.cursors + row, 1ull)) : pass.offsets[row] + found;
     ++found;
     if (at >= row_end) { return; }  // storage sized for other offsets: never written past
     if (pass.mode == radius_mode::fill_sorted) {
@@ -219,7 +221,7 @@ __global__ void __launch_bounds__(radius_brute_force_shape::threads)
   radius_bounds const bounds(active ? row_radius(pass, i) : 0.0, pass.scale, valid);
   vec4<float> const p = unit_vector<float>(lat, lon, valid);
   vec4<double> const precise_p = unit_vector<double>(lat, lon, valid);
-  radius_sink<Index, T> sink(pass, coordinates, i, lat, lon, active);
+  radius_sink<Index, T> sink(pass, coordinates, i, lat, lon, active, true);  // the blocks of every slice find entries of a row
 
   for (std::size_t tile_begin = begin; tile_begin < end; tile_begin += tile) {
     load_reference_tile<tile, radius_brute_force_shape::threads>(tile_points, precise_tile, references, precise_references, tile_begin,
@@ -326,7 +328,8 @@ inline constexpr std::size_t radius_tree_few_rows = std::size_t{1} << 16;
 /// tested at once, the left one entered first and the right one kept on the warp's stack, with each
 /// thread's own answer in a bit of `wanted`), and each scans its share of the leaves its row wants
 /// (radius_scan_leaf). With several lanes a row, its entries take their places (kept slots, fill
-/// positions) with atomics (pass.kept.sliced, pass.cursors), and the first lane writes its count.
+/// positions) with atomics (radius_sink); with one, the thread writes the row's count (kept.found) or
+/// where the row's fill ended (pass.cursors).
 template <int Lanes, class Index, class T>
 __global__ void __launch_bounds__(tree_search_threads)
   radius_tree(points_ref<T> observations, std::size_t n, std::uint32_t const* order, tree_view tree, radius_pass<Index, T> pass)
@@ -359,7 +362,7 @@ __global__ void __launch_bounds__(tree_search_threads)
     float_bounds.lower = 0.f;
     float_bounds.reach = -1.0;
   }
-  radius_sink<Index, T> sink(pass, tree.coordinates, i, lat, lon, active);
+  radius_sink<Index, T> sink(pass, tree.coordinates, i, lat, lon, active, Lanes > 1);
   auto const wants = [&](std::size_t node) { return radius_wants(tree, node, p, precise_p, float_bounds, bounds.filter); };
 
   int depth = 0;             // the same in every thread of the warp, as is `node`
@@ -399,16 +402,17 @@ __global__ void __launch_bounds__(tree_search_threads)
   if (pass.mode == radius_mode::count) {
     pass.counts[i] += found;
     if (pass.kept.slots > 0) {
-      if (!pass.kept.sliced) { pass.kept.found[i] = static_cast<std::uint32_t>(found); }  // at most the references, fewer than 2^32
+      if (Lanes == 1) { pass.kept.found[i] = static_cast<std::uint32_t>(found); }  // at most the references, fewer than 2^32
       pass.kept.tags[i] = {lat, lon, bounds.radius};
       pass.kept.order[r] = static_cast<std::uint32_t>(i);
     }
-  } else if (!valid && pass.invalid_count != nullptr) {
-    atomicAdd(pass.invalid_count, 1ull);
+    return;
   }
+  if (Lanes == 1 && pass.cursors != nullptr) { pass.cursors[i] = static_cast<unsigned long long>(pass.offsets[i] + found); }
+  if (!valid && pass.invalid_count != nullptr) { atomicAdd(pass.invalid_count, 1ull); }
 }
 
-/// clamped[i] = min(offsets[i], capacity) for i ≤ n, and the brute force's cursors (when set) start there.
+/// clamped[i] = min(offsets[i], capacity) for i ≤ n, and the fill's cursors (when set) start there.
 static __global__ void radius_clamp_offsets(std::int64_t const* offsets, std::size_t n, std::size_t capacity, std::int64_t* clamped,
                                             unsigned long long* cursors)
 {
@@ -453,6 +457,13 @@ __global__ void radius_finish_sorted(points_ref<T> observations, std::size_t n, 
   }
 }
 
+/// Whether the key (squared chord bits a, id a) sorts before (b, id b): the library's order, squared
+/// chord (the bits of a non-negative double order as its values do), then reference index.
+__device__ __forceinline__ bool key_before(std::uint64_t chord_a, std::uint32_t id_a, std::uint64_t chord_b, std::uint32_t id_b)
+{
+  return chord_a < chord_b || (chord_a == chord_b && id_a < id_b);
+}
+
 /// Sorts `count` keys in place by (high, low), one thread.
 __device__ inline void insertion_sort(tree_key* keys, std::size_t count)
 {
@@ -486,17 +497,17 @@ __device__ inline void write_sorted_entry(std::size_t at, std::uint32_t id, doub
   distance[at] = static_cast<T>(haversine(lat, lon, ref.lat, ref.lon) * scale);
 }
 
-/// Sorts 32 (squared chord bits, id) keys, one a lane, ascending over the lanes: a bitonic network of shuffles.
-__device__ __forceinline__ void warp_sort_keys(std::uint64_t& chord, std::uint32_t& id)
+/// Sorts the (squared chord bits, id) keys of each group of `width` lanes (a power of two up to 32),
+/// one a lane, ascending over the group's lanes: a bitonic network of shuffles. Every lane calls it.
+__device__ __forceinline__ void warp_sort_keys(std::uint64_t& chord, std::uint32_t& id, unsigned width)
 {
-  unsigned const lane = threadIdx.x % 32;
-  for (unsigned k = 2; k <= 32; k *= 2) {
+  unsigned const e = threadIdx.x % 32 % width;  // the key's place in its group
+  for (unsigned k = 2; k <= width; k *= 2) {
     for (unsigned j = k / 2; j > 0; j /= 2) {
       std::uint64_t const other_chord = __shfl_xor_sync(0xffffffffu, chord, j);
       std::uint32_t const other_id = __shfl_xor_sync(0xffffffffu, id, j);
-      bool const other_first = other_chord < chord || (other_chord == chord && other_id < id);
-      bool const keep_smaller = ((lane & j) == 0) == ((lane & k) == 0);  // the lower lane of an ascending pair
-      if (other_first == keep_smaller) {
+      bool const keep_smaller = ((e & j) == 0) == ((e & k) == 0);  // the lower place of an ascending pair
+      if (key_before(other_chord, other_id, chord, id) == keep_smaller) {
         chord = other_chord;
         id = other_id;
       }
@@ -504,91 +515,302 @@ __device__ __forceinline__ void warp_sort_keys(std::uint64_t& chord, std::uint32
   }
 }
 
-/// Shared memory of one warp of radius_sort_rows for rows of up to `room` entries: room chords (the
-/// float64 squared chord's bits) and room ids.
-inline constexpr std::size_t radius_sort_bytes_per_entry = sizeof(std::uint64_t) + sizeof(std::uint32_t);
-
-/// A sorted fill whose rows are all at most `room` long (a power of two from 32, radius_small_row at
-/// most): rows[0 … *row_count) (every row when `rows` is null), 32 at a time by each warp of the grid,
-/// a bitonic sort of each row's (squared chord, id) keys padded to a power of two with the largest key
-/// (a row's keys share their row bits): in registers up to 32 entries, else in shared memory; then
-/// writes its indices and, when asked for, the float64 haversine of each pair × scale, lanes on
-/// consecutive entries.
-template <class Index, class T>
-__global__ void __launch_bounds__(128)
-  radius_sort_rows(points_ref<T> observations, std::size_t n, std::uint32_t const* rows, std::uint32_t const* row_count,
-                   std::int64_t const* offsets, tree_key* keys, lat_lon const* coordinates, std::size_t m, Index* index, T* distance,
-                   double scale, unsigned room)
+/// Sorts the 32 · Keys keys of a warp, Keys a lane (a power of two from 2), ascending in the order
+/// lane · Keys + r (r: the register): a bitonic network whose compare-exchanges are between lanes
+/// (shuffles) for strides from Keys on and between a lane's own registers below. Only the loops over
+/// registers are unrolled: the whole network unrolled is too long for the instruction cache. Every
+/// lane calls it.
+template <int Keys>
+__device__ __forceinline__ void warp_sort_keys(std::uint64_t (&chord)[Keys], std::uint32_t (&id)[Keys])
 {
-  extern __shared__ std::uint64_t sort_memory[];
-  unsigned const warps_per_block = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  std::uint64_t* const chords = sort_memory + std::size_t{warp} * room * radius_sort_bytes_per_entry / sizeof(std::uint64_t);
-  auto* const ids = reinterpret_cast<std::uint32_t*>(chords + room);
-  std::size_t const warps = std::size_t{gridDim.x} * warps_per_block;
-  std::size_t const sorted_rows = row_count != nullptr ? *row_count : n;
-  // 32 rows at a time: a lane writes its own row when it holds at most one entry (nothing to sort),
-  // then the warp sorts the longer ones one after the other.
-  for (std::size_t base = (blockIdx.x * std::size_t{warps_per_block} + warp) * 32; base < sorted_rows; base += warps * 32) {
-    std::size_t const own = base + lane < sorted_rows ? (rows != nullptr ? rows[base + lane] : base + lane) : n;
-    std::int64_t const own_length = own < n ? offsets[own + 1] - offsets[own] : 0;
-    if (own_length == 1) {
-      double lat = 0.0, lon = 0.0;
-      if (distance != nullptr) { load_point(observations, own, lat, lon); }
-      auto const at = static_cast<std::size_t>(offsets[own]);
-      write_sorted_entry(at, static_cast<std::uint32_t>(keys[at].low), lat, lon, coordinates, m, index, distance, scale);
+  unsigned const lane = threadIdx.x % 32;
+#pragma unroll 1
+  for (unsigned k = 2; k <= 32u * Keys; k *= 2) {
+#pragma unroll 1
+    for (unsigned j = k / 2; j >= Keys; j /= 2) {  // with lane ^ (j / Keys), the same register
+#pragma unroll
+      for (unsigned r = 0; r < Keys; ++r) {
+        std::uint64_t const other_chord = __shfl_xor_sync(0xffffffffu, chord[r], j / Keys);
+        std::uint32_t const other_id = __shfl_xor_sync(0xffffffffu, id[r], j / Keys);
+        bool const keep_smaller = (((lane * Keys + r) & j) == 0) == (((lane * Keys + r) & k) == 0);
+        if (key_before(other_chord, other_id, chord[r], id[r]) == keep_smaller) {
+          chord[r] = other_chord;
+          id[r] = other_id;
+        }
+      }
     }
-    for (unsigned longer = __ballot_sync(0xffffffffu, own_length > 1); longer != 0; longer &= longer - 1) {
-      auto const i = static_cast<std::size_t>(__shfl_sync(0xffffffffu, static_cast<unsigned long long>(own), __ffs(static_cast<int>(longer)) - 1));
-      auto const first = static_cast<std::size_t>(offsets[i]);
-      auto const length = static_cast<std::size_t>(offsets[i + 1] - offsets[i]);
-      if (length > room) {  // longer than the caller's largest_row said: sorted in place by one lane, slowly
-        if (lane == 0) { insertion_sort(keys + first, length); }
-        __syncwarp();
-      }
-      unsigned const sorted = length > room ? 0u : static_cast<unsigned>(length);
-      if (sorted > 0 && sorted <= 32) {  // one entry a lane: a bitonic sort in registers
-        tree_key const key = lane < sorted ? keys[first + lane] : tree_key{~0ull, ~0ull};
-        std::uint64_t chord = key.high << 32 | key.low >> 32;
-        auto id = static_cast<std::uint32_t>(key.low);
-        warp_sort_keys(chord, id);
-        ids[lane] = id;
-        __syncwarp();
-      } else if (sorted > 32) {
-        unsigned size = 64;
-        while (size < sorted) { size *= 2; }
-        for (unsigned e = lane; e < size; e += 32) {
-          tree_key const key = e < sorted ? keys[first + e] : tree_key{~0ull, ~0ull};
-          chords[e] = key.high << 32 | key.low >> 32;
-          ids[e] = static_cast<std::uint32_t>(key.low);
-        }
-        __syncwarp();
-        for (unsigned k = 2; k <= size; k *= 2) {
-          for (unsigned j = k / 2; j > 0; j /= 2) {
-            for (unsigned t = lane; t < size / 2; t += 32) {
-              unsigned const a = t / j * 2 * j + t % j, b = a + j;
-              std::uint64_t const chord_a = chords[a], chord_b = chords[b];
-              std::uint32_t const id_a = ids[a], id_b = ids[b];
-              bool const a_after_b = chord_a > chord_b || (chord_a == chord_b && id_a > id_b);
-              if (a_after_b == ((a & k) == 0)) {  // ascending where bit k of a is clear
-                chords[a] = chord_b;
-                chords[b] = chord_a;
-                ids[a] = id_b;
-                ids[b] = id_a;
-              }
-            }
-            __syncwarp();
-          }
+#pragma unroll
+    for (unsigned j = Keys / 2; j > 0; j /= 2) {  // within the lane: the pairs (r, r + j)
+      if (j >= k) { continue; }
+#pragma unroll
+      for (unsigned r = 0; r < Keys; ++r) {
+        if ((r & j) != 0) { continue; }
+        unsigned const t = r + j;
+        if (key_before(chord[t], id[t], chord[r], id[r]) == (((lane * Keys + r) & k) == 0)) {  // ascending where bit k is clear
+          std::uint64_t const c = chord[r];
+          std::uint32_t const i = id[r];
+          chord[r] = chord[t];
+          id[r] = id[t];
+          chord[t] = c;
+          id[t] = i;
         }
       }
-      double lat = 0.0, lon = 0.0;
-      if (distance != nullptr && length > 0) { load_point(observations, i, lat, lon); }
-      for (std::size_t e = lane; e < length; e += 32) {
-        std::uint32_t const id = sorted > 0 ? ids[e] : static_cast<std::uint32_t>(keys[first + e].low);
-        write_sorted_entry(first + e, id, lat, lon, coordinates, m, index, distance, scale);
-      }
-      __syncwarp();  // every lane has read the row before the next one is loaded
     }
   }
+}
+
+/// A row of at most 32 entries that a lane holds for write_short_rows: where its keys are (`stored`
+/// of them from `keys_at`, read by the caller's loader), where it goes (`out_length` entries from
+/// `out_at`; 0: the lane holds none) and its observation (radians).
+struct radius_short_row {
+  std::size_t keys_at = 0;
+  std::size_t out_at = 0;
+  unsigned stored = 0;
+  unsigned out_length = 0;
+  double lat = 0.0, lon = 0.0;
+};
+
+/// Writes the rows of up to 32 entries that the lanes of a warp hold, several at a time: the rows of
+/// (width / 2, width] entries (width 1, 2, 4 … 32) by groups of `width` lanes, one entry a lane, the
+/// keys load(keys_at + e, chord, id) sorted across the group when `sorted` (else in their stored
+/// order; a place past `stored` holds the last key, which reads as no reference); entry e below
+/// out_length goes to out_at + e (write_sorted_entry). Every lane of the warp calls it.
+template <class Load, class Index, class T>
+__device__ void write_short_rows(radius_short_row const& own, bool sorted, Load const& load, lat_lon const* coordinates, std::size_t m,
+                                 Index* index, T* distance, double scale)
+{
+  constexpr unsigned all_lanes = 0xffffffffu;
+  unsigned const lane = threadIdx.x % 32;
+  unsigned const size = own.out_length == 0 ? 0u : max(own.stored, own.out_length);
+  for (unsigned width = 1; width <= 32; width *= 2) {
+    unsigned const groups = 32 / width, e = lane % width;
+    for (unsigned pending = __ballot_sync(all_lanes, size > width / 2 && size <= width); pending != 0;) {
+      unsigned const nth = __fns(pending, 0, static_cast<int>(lane / width + 1));  // this group's row: the lane holding it
+      bool const taken = nth < 32;
+      int const source = taken ? static_cast<int>(nth) : static_cast<int>(lane);
+      // Every lane shuffles (a lane that skipped one would leave its readers undefined values).
+      auto const keys_at = static_cast<std::size_t>(__shfl_sync(all_lanes, static_cast<unsigned long long>(own.keys_at), source));
+      auto const out_at = static_cast<std::size_t>(__shfl_sync(all_lanes, static_cast<unsigned long long>(own.out_at), source));
+      unsigned const counts = __shfl_sync(all_lanes, own.stored << 16 | own.out_length, source);  // both at most 32
+      double const lat = __shfl_sync(all_lanes, own.lat, source), lon = __shfl_sync(all_lanes, own.lon, source);
+      unsigned const stored = taken ? counts >> 16 : 0u, out_length = taken ? counts & 0xffffu : 0u;
+      std::uint64_t chord = ~0ull;
+      std::uint32_t id = ~0u;
+      if (e < stored) { load(keys_at + e, chord, id); }
+      if (sorted && width > 1) { warp_sort_keys(chord, id, width); }
+      if (e < out_length) { write_sorted_entry(out_at + e, id, lat, lon, coordinates, m, index, distance, scale); }
+      unsigned const next = __fns(pending, 0, static_cast<int>(groups + 1));  // the first row no group took
+      pending = next < 32 ? pending & ~((1u << next) - 1u) : 0u;
+    }
+  }
+}
+
+/// The rows of a sorted fill and where they go, for the kernels that sort them (radius_sort_*):
+/// rows[0 … *row_count) (every row when `rows` is null) of `offsets` (n + 1, clamped to the storage);
+/// row i's keys (radius_sort_key) lie in keys[offsets[i] …), the first cursors[i] − offsets[i] of
+/// them written by the search (the others belong to offsets of another query: they read as no
+/// reference); each row is written sorted into index and, when asked for, distance (the float64
+/// haversine × scale).
+template <class Index, class T>
+struct radius_sorted_rows {
+  points_ref<T> observations;
+  std::size_t n = 0;
+  std::uint32_t const* rows = nullptr;
+  std::uint32_t const* row_count = nullptr;
+  std::int64_t const* offsets = nullptr;
+  unsigned long long const* cursors = nullptr;
+  tree_key* keys = nullptr;
+  lat_lon const* coordinates = nullptr;
+  std::size_t m = 0;
+  Index* index = nullptr;
+  T* distance = nullptr;
+  double scale = 1.0;
+
+  /// Calls f(i) in every lane of each warp of the grid, 32 rows at a time: i, the row this lane
+  /// takes, or n when none.
+  template <class F>
+  __device__ void for_each_32(F&& f) const
+  {
+    unsigned const warps_per_block = blockDim.x / 32, lane = threadIdx.x % 32;
+    std::size_t const warps = std::size_t{gridDim.x} * warps_per_block;
+    std::size_t const count = row_count != nullptr ? *row_count : n;
+    for (std::size_t base = (blockIdx.x * std::size_t{warps_per_block} + threadIdx.x / 32) * 32; base < count; base += warps * 32) {
+      f(base + lane < count ? (rows != nullptr ? rows[base + lane] : base + lane) : n);
+    }
+  }
+  /// The entries of row i (0 for i = n).
+  __device__ std::int64_t length(std::size_t i) const { return i < n ? offsets[i + 1] - offsets[i] : 0; }
+  /// The keys of row i that the search wrote (its length at most).
+  __device__ std::size_t written(std::size_t i) const
+  {
+    auto const end = static_cast<std::int64_t>(min_of(cursors[i], static_cast<unsigned long long>(offsets[i + 1])));
+    return static_cast<std::size_t>(max_of(end - offsets[i], std::int64_t{0}));
+  }
+  /// The observation of row i (radians), when distances are asked for.
+  __device__ void observation(std::size_t i, double& lat, double& lon) const
+  {
+    lat = lon = 0.0;
+    if (distance != nullptr) { load_point(observations, i, lat, lon); }
+  }
+  __device__ void write(std::size_t at, std::uint32_t id, double lat, double lon) const
+  {
+    write_sorted_entry(at, id, lat, lon, coordinates, m, index, distance, scale);
+  }
+  /// Row i longer than a kernel's room (the caller's largest_row understated it): its unwritten keys
+  /// set to the last key, sorted in place by one lane, slowly, and written by the warp.
+  __device__ void sort_in_place(std::size_t i) const
+  {
+    unsigned const lane = threadIdx.x % 32;
+    auto const first = static_cast<std::size_t>(offsets[i]);
+    auto const count = static_cast<std::size_t>(length(i));
+    if (lane == 0) {
+      for (std::size_t e = written(i); e < count; ++e) { keys[first + e] = tree_key{~0ull, ~0ull}; }
+      insertion_sort(keys + first, count);
+    }
+    __syncwarp();
+    double lat, lon;
+    observation(i, lat, lon);
+    for (std::size_t e = lane; e < count; e += 32) { write(first + e, static_cast<std::uint32_t>(keys[first + e].low), lat, lon); }
+    __syncwarp();  // every lane has read the row before the next one is sorted
+  }
+};
+
+/// The (squared chord bits, id) of a radius_sort_key.
+__device__ __forceinline__ void split_sort_key(tree_key const& key, std::uint64_t& chord, std::uint32_t& id)
+{
+  chord = key.high << 32 | key.low >> 32;
+  id = static_cast<std::uint32_t>(key.low);
+}
+
+/// Calls sort(i) with the whole warp for each row i (of a warp's 32 at a time) whose length is in
+/// (lower, upper], or above upper when `last` (the longest rows, longer than the caller said).
+template <class Index, class T, class Sort>
+__device__ void for_each_row_of_class(radius_sorted_rows<Index, T> const& s, std::int64_t lower, std::int64_t upper, bool last, Sort&& sort)
+{
+  s.for_each_32([&](std::size_t own) {
+    std::int64_t const length = s.length(own);
+    for (unsigned mine = __ballot_sync(0xffffffffu, length > lower && (length <= upper || last)); mine != 0; mine &= mine - 1) {
+      sort(static_cast<std::size_t>(__shfl_sync(0xffffffffu, static_cast<unsigned long long>(own), __ffs(static_cast<int>(mine)) - 1)));
+    }
+  });
+}
+
+/// Rows of a sorted fill of up to 32 entries, several a warp (write_short_rows); when `last`, the
+/// longer ones too (in place, slowly: the caller's largest_row said 32 at most).
+template <class Index, class T>
+__global__ void __launch_bounds__(128) radius_sort_short_rows(radius_sorted_rows<Index, T> s, bool last)
+{
+  s.for_each_32([&](std::size_t i) {
+    std::int64_t const length = s.length(i);
+    radius_short_row own;
+    if (length <= 32) {
+      own.keys_at = own.out_at = i < s.n ? static_cast<std::size_t>(s.offsets[i]) : 0;
+      own.out_length = static_cast<unsigned>(length);
+      own.stored = length > 0 ? static_cast<unsigned>(s.written(i)) : 0u;
+      if (length > 0) { s.observation(i, own.lat, own.lon); }
+    }
+    auto const load = [&](std::size_t at, std::uint64_t& chord, std::uint32_t& id) { split_sort_key(s.keys[at], chord, id); };
+    write_short_rows(own, true, load, s.coordinates, s.m, s.index, s.distance, s.scale);
+    if (last) {
+      for (unsigned longer = __ballot_sync(0xffffffffu, length > 32); longer != 0; longer &= longer - 1) {
+        s.sort_in_place(static_cast<std::size_t>(__shfl_sync(0xffffffffu, static_cast<unsigned long long>(i), __ffs(static_cast<int>(longer)) - 1)));
+      }
+    }
+  });
+}
+
+/// Rows whose size class a warp sorts in registers: at most this many keys a lane (rows of up to 32 ×
+/// this); longer rows in shared memory.
+inline constexpr int radius_register_sort_keys = 16;
+
+/// Rows of a sorted fill of (16 · Keys, 32 · Keys] entries (and, when `last`, the longer ones, in
+/// place, slowly): one after the other by a warp, in registers (warp_sort_keys<Keys>), Keys a lane;
+/// the sorted ids pass through the warp's shared memory so that each row is written by a loop of
+/// lanes on consecutive entries.
+template <int Keys, class Index, class T>
+__global__ void __launch_bounds__(128) radius_sort_rows_in_registers(radius_sorted_rows<Index, T> s, bool last)
+{
+  __shared__ std::uint32_t sorted_ids[128 / 32][32 * Keys];
+  unsigned const lane = threadIdx.x % 32;
+  std::uint32_t* const ids = sorted_ids[threadIdx.x / 32];
+  constexpr std::size_t upper = 32 * Keys;
+  for_each_row_of_class(s, 16 * Keys, upper, last, [&](std::size_t i) {
+    auto const length = static_cast<std::size_t>(s.length(i));
+    if (length > upper) {
+      s.sort_in_place(i);
+      return;
+    }
+    auto const first = static_cast<std::size_t>(s.offsets[i]);
+    std::size_t const written = s.written(i);
+    std::uint64_t chord[Keys];
+    std::uint32_t id[Keys];
+#pragma unroll
+    for (unsigned r = 0; r < Keys; ++r) {  // the keys in any order: consecutive keys by consecutive lanes
+      std::size_t const e = r * 32 + lane;
+      chord[r] = ~0ull;
+      id[r] = ~0u;
+      if (e < written) { split_sort_key(s.keys[first + e], chord[r], id[r]); }
+    }
+    warp_sort_keys<Keys>(chord, id);
+#pragma unroll
+    for (unsigned r = 0; r < Keys; ++r) { ids[lane * Keys + r] = id[r]; }
+    __syncwarp();
+    double lat, lon;
+    s.observation(i, lat, lon);
+    for (std::size_t e = lane; e < length; e += 32) { s.write(first + e, ids[e], lat, lon); }
+    __syncwarp();  // every lane has read the row before the next one is written
+  });
+}
+
+/// Shared memory of one warp of radius_sort_rows_in_shared per key: its squared chord's bits and its id.
+inline constexpr std::size_t radius_sort_bytes_per_entry = sizeof(std::uint64_t) + sizeof(std::uint32_t);
+
+/// Rows of a sorted fill of (room / 2, room] entries (and, when `last`, the longer ones, in place,
+/// slowly), `room` a power of two above 32 · radius_register_sort_keys: one after the other by a warp,
+/// a bitonic sort of the row's keys padded with the last key in the warp's `room` keys of shared
+/// memory; each row written lanes on consecutive entries.
+template <class Index, class T>
+__global__ void __launch_bounds__(128) radius_sort_rows_in_shared(radius_sorted_rows<Index, T> s, unsigned room, bool last)
+{
+  extern __shared__ std::uint64_t sort_memory[];
+  unsigned const lane = threadIdx.x % 32;
+  std::uint64_t* const chords = sort_memory + std::size_t{threadIdx.x / 32} * room * radius_sort_bytes_per_entry / sizeof(std::uint64_t);
+  auto* const ids = reinterpret_cast<std::uint32_t*>(chords + room);
+  for_each_row_of_class(s, room / 2, room, last, [&](std::size_t i) {
+    auto const length = static_cast<std::size_t>(s.length(i));
+    if (length > room) {
+      s.sort_in_place(i);
+      return;
+    }
+    auto const first = static_cast<std::size_t>(s.offsets[i]);
+    std::size_t const written = s.written(i);
+    for (unsigned e = lane; e < room; e += 32) {
+      chords[e] = ~0ull;
+      ids[e] = ~0u;
+      if (e < written) { split_sort_key(s.keys[first + e], chords[e], ids[e]); }
+    }
+    __syncwarp();
+    for (unsigned k = 2; k <= room; k *= 2) {
+      for (unsigned j = k / 2; j > 0; j /= 2) {
+        for (unsigned t = lane; t < room / 2; t += 32) {
+          unsigned const a = t / j * 2 * j + t % j, b = a + j;
+          std::uint64_t const chord_a = chords[a], chord_b = chords[b];
+          std::uint32_t const id_a = ids[a], id_b = ids[b];
+          if (key_before(chord_b, id_b, chord_a, id_a) == ((a & k) == 0)) {  // ascending where bit k of a is clear
+            chords[a] = chord_b;
+            chords[b] = chord_a;
+            ids[a] = id_b;
+            ids[b] = id_a;
+          }
+        }
+        __syncwarp();
+      }
+    }
+    double lat, lon;
+    s.observation(i, lat, lon);
+    for (std::size_t e = lane; e < length; e += 32) { s.write(first + e, ids[e], lat, lon); }
+    __syncwarp();  // every lane has read the row before the next one is loaded
+  });
 }
 
 /// Whether two doubles have the same bits (NaNs included).
@@ -600,11 +822,11 @@ __device__ __forceinline__ bool same_bits(double a, double b)
 /// The fill of the rows an offsets pass kept (radius_kept): thread t of the grid takes the row kept.order[t]
 /// (neighbours on the sphere, as the pass searched them), 32 rows a warp. A row that is the kept one
 /// (the same coordinates, radius and count: `offsets`, as the caller gives them, say it holds
-/// kept.found[i] ≤ kept.slots entries) is written from the kept entries: sorted by (squared chord,
-/// id) across the warp when the pass's mode is fill_sorted, in the pass's order otherwise; the index
-/// and, when asked for, the float64 haversine × scale, into its clamped positions (pass.offsets).
-/// Every other row is appended to rows (*row_count of them, zeroed by the caller) to be searched
-/// again, its sort keys (fill_sorted) set to the largest key first; invalid observations among the
+/// kept.found[i] ≤ kept.slots entries) is written from the kept entries, several rows at a time by
+/// groups of lanes (write_short_rows): sorted by (squared chord, id) across its group when the pass's
+/// mode is fill_sorted, in the pass's order otherwise; the index and, when asked for, the float64
+/// haversine × scale, into its clamped positions (pass.offsets). Every other row is appended to rows
+/// (*row_count of them, zeroed by the caller) to be searched again; invalid observations among the
 /// rows written here are added to pass.invalid_count (the search adds the others).
 template <class Index, class T>
 __global__ void __launch_bounds__(128)
@@ -613,64 +835,42 @@ __global__ void __launch_bounds__(128)
 {
   constexpr unsigned all_lanes = 0xffffffffu;
   radius_kept const& kept = pass.kept;
-  bool const sorted = pass.mode == radius_mode::fill_sorted;
   unsigned const lane = threadIdx.x % 32;
   std::size_t const warps = std::size_t{gridDim.x} * (blockDim.x / 32);
   for (std::size_t base = (blockIdx.x * std::size_t{blockDim.x / 32} + threadIdx.x / 32) * 32; base < n; base += warps * 32) {
     std::size_t const t = base + lane;
     bool const active = t < n;
     std::size_t const i = active ? kept.order[t] : 0;
-    double lat = 0.0, lon = 0.0;
-    bool const valid = active && load_point(observations, i, lat, lon);
+    radius_short_row own;
+    bool const valid = active && load_point(observations, i, own.lat, own.lon);
     std::uint32_t found = 0;
     bool copied = false;
     if (active) {
       radius_row_tag const tag = kept.tags[i];
       found = kept.found[i];
-      copied = same_bits(tag.lat, lat) && same_bits(tag.lon, lon) && same_bits(tag.radius, row_radius(pass, i)) &&
+      copied = same_bits(tag.lat, own.lat) && same_bits(tag.lon, own.lon) && same_bits(tag.radius, row_radius(pass, i)) &&
                found <= kept.slots && offsets[i + 1] - offsets[i] == static_cast<std::int64_t>(found);
     }
-    std::int64_t const first = active ? pass.offsets[i] : 0;
-    std::int64_t const length = active ? pass.offsets[i + 1] - first : 0;  // clamped to the storage: at most `found` when copied
-    unsigned const lower_lanes = (1u << lane) - 1u;
+    if (copied) {  // the storage's length (clamped) is at most `found`
+      own.keys_at = i * kept.slots;
+      own.stored = found;
+      own.out_at = static_cast<std::size_t>(pass.offsets[i]);
+      own.out_length = static_cast<unsigned>(pass.offsets[i + 1] - pass.offsets[i]);
+    }
     unsigned const again = __ballot_sync(all_lanes, active && !copied);
     if (again != 0) {
       std::uint32_t at = 0;
       if (lane == 0) { at = atomicAdd(row_count, static_cast<std::uint32_t>(__popc(again))); }
       at = __shfl_sync(all_lanes, at, 0);
-      if (active && !copied) { rows[at + static_cast<std::uint32_t>(__popc(again & lower_lanes))] = static_cast<std::uint32_t>(i); }
+      if (active && !copied) { rows[at + static_cast<std::uint32_t>(__popc(again & ((1u << lane) - 1u)))] = static_cast<std::uint32_t>(i); }
     }
     unsigned const invalid = __ballot_sync(all_lanes, copied && !valid);
     if (invalid != 0 && lane == 0 && pass.invalid_count != nullptr) { atomicAdd(pass.invalid_count, static_cast<unsigned long long>(__popc(invalid))); }
-    if (copied && found == 1 && length == 1) {  // one entry: nothing to sort
-      write_sorted_entry(static_cast<std::size_t>(first), kept.ids[i * kept.slots], lat, lon, coordinates, m, pass.index, pass.distance,
-                         pass.scale);
-    }
-    for (unsigned longer = __ballot_sync(all_lanes, copied && found > 1 && length > 0); longer != 0; longer &= longer - 1) {
-      int const source = __ffs(static_cast<int>(longer)) - 1;
-      auto const row = static_cast<std::size_t>(__shfl_sync(all_lanes, static_cast<unsigned long long>(i), source));
-      std::uint32_t const row_found = __shfl_sync(all_lanes, found, source);
-      auto const row_first = static_cast<std::size_t>(__shfl_sync(all_lanes, static_cast<long long>(first), source));
-      auto const row_length = static_cast<std::size_t>(__shfl_sync(all_lanes, static_cast<long long>(length), source));
-      double const row_lat = __shfl_sync(all_lanes, lat, source), row_lon = __shfl_sync(all_lanes, lon, source);
-      std::uint64_t chord = ~0ull;
-      std::uint32_t id = ~0u;
-      if (lane < row_found) {
-        chord = kept.chords[row * kept.slots + lane];
-        id = kept.ids[row * kept.slots + lane];
-      }
-      if (sorted) { warp_sort_keys(chord, id); }
-      if (lane < row_length) {
-        write_sorted_entry(row_first + lane, id, row_lat, row_lon, coordinates, m, pass.index, pass.distance, pass.scale);
-      }
-    }
-    if (!sorted) { continue; }
-    for (unsigned cleared = again; cleared != 0; cleared &= cleared - 1) {  // the rows searched again: their keys sort last until written
-      int const source = __ffs(static_cast<int>(cleared)) - 1;
-      auto const row_first = static_cast<std::size_t>(__shfl_sync(all_lanes, static_cast<long long>(first), source));
-      auto const row_length = static_cast<std::size_t>(__shfl_sync(all_lanes, static_cast<long long>(length), source));
-      for (std::size_t e = lane; e < row_length; e += 32) { pass.keys[row_first + e] = tree_key{~0ull, ~0ull}; }
-    }
+    auto const load = [&](std::size_t at, std::uint64_t& chord, std::uint32_t& id) {
+      chord = kept.chords[at];
+      id = kept.ids[at];
+    };
+    write_short_rows(own, pass.mode == radius_mode::fill_sorted, load, coordinates, m, pass.index, pass.distance, pass.scale);
   }
 }
 
