@@ -21,8 +21,10 @@ Replicated layout: the update all-gathers every reference (16 M (R - 1) / R byte
 Time per step and rank: the collectives at the link's bandwidth plus a latency per message and
 peer; the rest from the example's measured one-rank runs on the H200 (docs/results/h200_issue28_model.txt):
 its step at the rank's share (N / R observations against M / R references, sharded; N / R against
-M, replicated), plus, sharded, what one rank does not do (routing and merging on the host, at the
-rate per observation measured at two ranks, and the search of the visiting observations).
+M, replicated), plus, sharded, what one rank does not do (the routing of each observation: its
+owner, packing, reach test, merging and placing, with the copies of the rows between the GPU and the
+host that it brings; at the rate per observation measured at two ranks, the phases `host` and
+`staging` of a query; and the search of the visiting observations).
 
   python3 benchmarks/distributed_model.py --measured docs/results/h200_issue28_model.txt \
       --plot docs/distributed_model.png > docs/results/distributed_model.txt
@@ -421,7 +423,7 @@ def main():
     n_rep, m_rep, n_sh, m_sh = 2**26, 2**16, 2**24, 2**22
 
     # Compute terms, from the one-rank runs: the step at each size, and what a rank does at two ranks
-    # that one rank does not (the host's routing and merging per observation; the search of a visitor).
+    # that one rank does not (the routing per observation and the copies it brings; the search of a visitor).
     host_rows = [r for r in rows if not r["device"]]
     rep_points = [(r["n"], r["step"]) for r in host_rows if r["layout"] == "replicated" and r["ranks"] == 1 and r["m"] == m_rep]
     sh_points = [(r["n"], r["step"]) for r in host_rows if r["layout"] == "sharded" and r["ranks"] == 1 and r["n"] == 4 * r["m"]
@@ -432,12 +434,12 @@ def main():
     one = find(rows, layout="sharded", ranks=1, n=n_sh, m=m_sh, data="uniform", device=False)
     two = find(rows, layout="sharded", ranks=2, n=n_sh, m=m_sh, data="uniform", device=False)
     per_visit = one["qs"] * 1e-3 / n_sh  # the search of one observation
-    host_per_observation = two["qh"] * 1e-3 / (n_sh / 2)  # routing and merging, not done at one rank
+    host_per_observation = (two["qh"] + two["qst"]) * 1e-3 / (n_sh / 2)  # routing and its copies, not done at one rank
     print("### Compute, from the one-rank runs on the H200 (ms)\n")
     print("replicated, M = 2^16: " + ", ".join(f"N {n:.0f}: {t:.2f}" for n, t in sorted(rep_points)))
     print("sharded, N = 4 M: " + ", ".join(f"N {n:.0f}: {t:.2f}" for n, t in sorted(sh_points)))
     print(f"a visiting observation's search: {per_visit * 1e9:.2f} ns (one rank's query search time per observation); "
-          f"the host's routing and merging at two ranks: {host_per_observation * 1e9:.2f} ns per observation of the rank")
+          f"the routing (with its copies between host and GPU) at two ranks: {host_per_observation * 1e9:.2f} ns per observation of the rank")
 
     print("\n### Check against the runs at two ranks (one host: the ranks share its GPU, MPI's shared-memory transport)\n")
     big = max((r for r in host_rows if r["layout"] == "sharded" and r["ranks"] == 2), key=lambda r: r["qb"])
