@@ -132,8 +132,10 @@ class NearestIndex:
         replicated: every rank receives every reference at each update (all-gather) and searches them
         all; with observations on the GPU the search runs there and the results stay there. sharded:
         each update repartitions all references by space (each rank a compact region); an observation
-        goes to the rank of its region and on only to the ranks within its k-th distance there (device
-        arrays are staged through page-locked host memory in chunks, overlapping the host's work).
+        goes to the rank of its region and on only to the ranks within its k-th distance there (at
+        several ranks with the GPU search, the work per observation runs on the rank's GPU: device
+        arrays are read and written there, host arrays copied there and back, and only the rows for
+        other ranks pass through page-locked host memory to MPI).
     angle, distance
         Units of the coordinates and of the returned distances (as :func:`streamkit.nearest`).
     device : int or None
@@ -220,8 +222,9 @@ class NearestIndex:
         a dict of bytes_sent, bytes_received, observations_sent and visits (sharded queries: sent to
         other ranks, and of those sent on by an owner to ranks within reach), observations_searched,
         references_held, and where the wall time went: seconds (in the exchange's collectives),
-        search_seconds, host_seconds and staging_seconds (device arrays copied through page-locked
-        host memory, not hidden behind other work)."""
+        search_seconds, host_seconds (the routing: keys, owners, packing, reach tests, merging,
+        placing) and staging_seconds (arrays copied between host and GPU, not hidden behind other
+        work)."""
         return self._search.last_exchange()
 
 
