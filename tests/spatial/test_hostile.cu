@@ -265,7 +265,8 @@ TEST(HostileInputsHost, ClassListHoldsTheIssueClassesAndUnknownNamesThrow)
                              "refs_one_point_p0.9", "depots", "groups_2_to_64", "pole_circle_1e-7rad", "pole_circle_5e-8rad",
                              "poles_exact", "cell_3m", "cell_3m_distinct", "cell_1cm_distinct", "one_meridian", "antimeridian",
                              "cube_cell_edges",
-                             "antipodal_pairs", "obs_all_identical", "grid_1deg", "grid_0.01deg_region", "null_island_10pct"}) {
+                             "antipodal_pairs", "obs_all_identical", "grid_1deg", "grid_0.01deg_region", "null_island_10pct",
+                             "wrapped_longitudes"}) {
     EXPECT_EQ(names.count(wanted), 1U) << wanted;
   }
   STREAMKIT_EXPECT_THROW_WITH((void)hostile::find_class("no_such_class"), std::invalid_argument, "no_such_class");
@@ -281,10 +282,12 @@ TEST(HostileInputsHost, EveryClassHasItsSizesValidPointsAndIsDeterministic)
       ASSERT_EQ(p.observations.lon.size(), n);
       ASSERT_EQ(p.references.size(), m);
       ASSERT_EQ(p.references.lon.size(), m);
+      // Longitudes within ±180 (up to hostile::detail::wrapped_turns turns more for wrapped_longitudes).
+      double const most_lon = 180.0 + (std::string(c.name) == "wrapped_longitudes" ? 360.0 * hostile::detail::wrapped_turns : 0.0);
       for (auto const* points : {&p.observations, &p.references}) {
         for (std::size_t j = 0; j < points->size(); ++j) {
           ASSERT_TRUE(std::isfinite(points->lat[j]) && std::abs(points->lat[j]) <= 90.0) << j << ": latitude " << points->lat[j];
-          ASSERT_TRUE(std::isfinite(points->lon[j]) && std::abs(points->lon[j]) <= 180.0) << j << ": longitude " << points->lon[j];
+          ASSERT_TRUE(std::isfinite(points->lon[j]) && std::abs(points->lon[j]) <= most_lon) << j << ": longitude " << points->lon[j];
         }
       }
       hostile::problem const again = hostile::generate(c.name, n, m, 42);

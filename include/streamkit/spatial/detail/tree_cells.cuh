@@ -35,6 +35,12 @@ inline constexpr double cell_list_slack = 1e-12;
 /// Chord added to every cell's radius for the observations placed in it from float32 values (a float32
 /// unit vector is within ~1e-6 of the float64 one, its face coordinates within ~4e-6): 25 times over.
 inline constexpr double cell_observation_slack = 1e-4;
+/// The longest list a cell of a k-nearest query gets (about three times the length of a list over
+/// uniform references); a cell past it is searched by the tree walk instead.
+[[nodiscard]] __host__ __device__ constexpr std::uint32_t cell_list_most(std::size_t k)
+{
+  return static_cast<std::uint32_t>(32 + 4 * k);
+}
 /// A cell's range that says "no list": its observations are searched by the tree walk.
 inline constexpr std::uint32_t cell_deferred = 0xffffffffu;
 
@@ -205,15 +211,33 @@ __global__ void __launch_bounds__(cell_threads)
   ranges[cell] = count <= most ? cell_range{begin, begin + count} : cell_range{cell_deferred, cell_deferred};
 }
 
-/// The cell of a valid point (radians, as load_point gives it) from a float32 unit vector (sincosf: the
-/// float64 one would cost the order kernel most of its time); cell_observation_slack covers the
-/// difference.
-__device__ inline std::uint32_t cell_of_point(cube_grid const& grid, double lat, double lon)
+/// The float32 unit vector of a valid point (radians, as load_point gives it) from float32 sines and
+/// cosines: the float64 ones would cost the k = 1 scan most of its time. Within float_vector_error of
+/// the float64 vector: the latitude and the longitude (brought into [−π, π] in float64 first) are
+/// rounded to float by at most 2^-23, the sines and cosines are off by at most 2^-21.4 more (2 ulp, or
+/// -use_fast_math's intrinsics), the products by an ulp: 25 · 2^-24 in all. A longitude beyond ±3π
+/// (which float32 would round by more) takes the float64 vector, rounded.
+__device__ inline float3 float_unit_vector(double lat, double lon)
 {
+  constexpr double pi = 3.141592653589793238462643383279502884;
+  if (!(fabs(lon) <= 3.0 * pi)) {
+    vec4<double> const v = unit_vector<double>(lat, lon, true);
+    return {static_cast<float>(v.x), static_cast<float>(v.y), static_cast<float>(v.z)};
+  }
+  double const within = lon > pi ? lon - 2.0 * pi : (lon < -pi ? lon + 2.0 * pi : lon);
   float sin_lat, cos_lat, sin_lon, cos_lon;
   sincosf(static_cast<float>(lat), &sin_lat, &cos_lat);
-  sincosf(static_cast<float>(lon), &sin_lon, &cos_lon);
-  return grid.cell_of(float3{cos_lat * cos_lon, cos_lat * sin_lon, sin_lat});
+  sincosf(static_cast<float>(within), &sin_lon, &cos_lon);
+  return {cos_lat * cos_lon, cos_lat * sin_lon, sin_lat};
+}
+/// How far float_unit_vector() may lie from the float64 unit vector, with a margin (25 · 2^-24 derived).
+inline constexpr float float_vector_error = 0x1.0p-18f;
+
+/// The cell of a valid point (radians) from its float_unit_vector(); cell_observation_slack covers the
+/// difference from the float64 vector.
+__device__ inline std::uint32_t cell_of_point(cube_grid const& grid, double lat, double lon)
+{
+  return grid.cell_of(float_unit_vector(lat, lon));
 }
 
 /// Each observation's bucket, the key of the sort that puts them in cell order: its cell's among those
@@ -325,44 +349,77 @@ struct cell_walk_queue {
   std::uint32_t* per_cell;
 };
 
+/// The largest float32 squared chord (float_vector_error apart from its float64 vector, as the k = 1
+/// scan's point is) that an entry can have when its float64 chord is at most that of an entry whose
+/// float32 squared chord is `nearest`. With d the chords between the float32 points and D the float64
+/// ones, |d − D| ≤ E = float_vector_error + 2^-24 (the entry's rounding), so D ≤ D₁ needs d ≤ d₁ + 2E;
+/// the float32 chord2 is within 5 · 2^-24 relative of d², sqrt and the margins rounded up.
+__device__ __forceinline__ float nearest_candidate_bound(float nearest)
+{
+  constexpr float two_errors = 2.f * (float_vector_error + 0x1.0p-24f);
+  float const chord = __fadd_ru(__fmul_ru(__fsqrt_ru(nearest), 1.f + 0x1.0p-22f), two_errors);
+  return __fmul_ru(__fmul_ru(chord, chord), 1.f + 0x1.0p-21f);
+}
+
 /// The nearest reference (k = 1) of each observation, thread i taking observation i: reads and writes
 /// in the caller's order, no sort. An observation of a cell without a list joins `walkers` instead.
-/// The scan first finds the entry nearest in float32 and ranks it in float64, so that the filter is
-/// tight from the start and the float64 ranking (a dependent load each) is left to the entries
-/// float32 cannot tell from it; the filter and ranking are the tree walk's (rank_entry), so the answers
-/// are the walk's.
+/// One pass over the list in float32, from float_unit_vector() (the float64 sines and cosines are
+/// left for the rare observation that needs them): the entry nearest in float32, and a mask of the
+/// entries that may be as near in float64 (nearest_candidate_bound of the nearest so far, which only
+/// shrinks, so the mask holds every entry the final bound would take). When the nearest is the only
+/// one and surely within the limit, it is the answer; else the float64 vector ranks it first (a tight
+/// filter from the start) and then the masked entries that pass the tree walk's filter (rank_entry),
+/// so the answers are the walk's.
 template <class Index, class T>
 __global__ void __launch_bounds__(cell_threads)
   tree_cell_nearest(points_ref<T> observations, std::size_t n, tree_view tree, cube_grid grid, cell_range const* ranges,
                     float4 const* entries, neighbors_ref<Index, T> result, double limit, double scale, cell_walk_queue walkers)
 {
+  static_assert(cell_list_most(1) <= 64, "the candidates' mask has 64 bits");
   std::size_t const i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
   if (i >= n) { return; }
   double lat = 0.0, lon = 0.0;
   bool const valid = load_point(observations, i, lat, lon);
-  std::uint32_t const cell = valid ? cell_of_point(grid, lat, lon) : 0u;
+  float3 const p = valid ? float_unit_vector(lat, lon) : float3{0.f, 0.f, 0.f};
+  std::uint32_t const cell = valid ? grid.cell_of(p) : 0u;
   cell_range const range = valid ? ranges[cell] : cell_range{0u, 0u};
   bool const walks = range.begin == cell_deferred;
   knn_list<1> list(1, limit);
   if (valid && !walks) {
-    vec4<double> const precise_p = unit_vector<double>(lat, lon, true);
-    float3 const p{static_cast<float>(precise_p.x), static_cast<float>(precise_p.y), static_cast<float>(precise_p.z)};
     float nearest = cuda::std::numeric_limits<float>::infinity();
+    float bound = nearest;
     std::uint32_t seed = range.end;
+    std::uint64_t candidates = 0;
     for (std::uint32_t e = range.begin; e < range.end; ++e) {
       float4 const q = entries[e];
       float const c = chord2(p.x, p.y, p.z, vec4<float>{q.x, q.y, q.z, 0.f});
       if (c < nearest) {
         nearest = c;
         seed = e;
+        bound = nearest_candidate_bound(c);
       }
+      candidates |= c <= bound ? std::uint64_t{1} << (e - range.begin) : 0u;
     }
-    search_bounds bounds(list.worst());
-    if (seed != range.end) { rank_entry(tree, __float_as_uint(entries[seed].w), precise_p, list, bounds); }
-    for (std::uint32_t e = range.begin; e < range.end; ++e) {
-      float4 const q = entries[e];
-      if (e != seed && chord2(p.x, p.y, p.z, vec4<float>{q.x, q.y, q.z, 0.f}) <= bounds.upper) {
-        rank_entry(tree, __float_as_uint(q.w), precise_p, list, bounds);
+    if (seed != range.end) {
+      std::uint32_t const seed_at = __float_as_uint(entries[seed].w);
+      candidates &= ~(std::uint64_t{1} << (seed - range.begin));
+      if (candidates == 0 && static_cast<double>(bound) <= limit) {
+        // Every other entry is farther in float64, and this one within the limit (its squared chord is
+        // at most `bound`): only its index is written.
+        list.offer(static_cast<double>(bound), static_cast<std::uint32_t>(tree.precise_points[seed_at].w));
+      } else {
+        vec4<double> const precise_p = unit_vector<double>(lat, lon, true);
+        float3 const rounded{static_cast<float>(precise_p.x), static_cast<float>(precise_p.y), static_cast<float>(precise_p.z)};
+        search_bounds bounds(list.worst());
+        rank_entry(tree, seed_at, precise_p, list, bounds);
+        while (candidates != 0) {
+          std::uint32_t const e = range.begin + static_cast<std::uint32_t>(__ffsll(static_cast<long long>(candidates)) - 1);
+          candidates &= candidates - 1;
+          float4 const q = entries[e];
+          if (chord2(rounded.x, rounded.y, rounded.z, vec4<float>{q.x, q.y, q.z, 0.f}) <= bounds.upper) {
+            rank_entry(tree, __float_as_uint(q.w), precise_p, list, bounds);
+          }
+        }
       }
     }
   }
