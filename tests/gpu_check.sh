@@ -37,9 +37,11 @@ binary=${STREAMKIT_TEST_BINARY:-}
 if [ -z "$binary" ]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_FLAGS=-lineinfo \
     -DSTREAMKIT_BUILD_BENCHMARKS=OFF -DSTREAMKIT_BUILD_EXAMPLES=OFF >"$logs/configure.log" 2>&1 &&
-    cmake --build "$build" --target streamkit_tests >"$logs/build.log" 2>&1 || { echo "build failed: see $logs"; exit 1; }
+    cmake --build "$build" --target streamkit_tests streamkit_tests_alone_walk >"$logs/build.log" 2>&1 || { echo "build failed: see $logs"; exit 1; }
   binary=$build/tests/streamkit_tests
 fi
+# The k-nearest and hostile-input tests with every tree search walking alone (tests/CMakeLists.txt), in the plain pass.
+alone_binary=${STREAMKIT_ALONE_WALK_BINARY:-$(dirname "$binary")/streamkit_tests_alone_walk}
 
 steps=" ${STREAMKIT_GPU_CHECK_STEPS:-tests memcheck synccheck initcheck racecheck} "
 summary=()
@@ -48,6 +50,14 @@ if [[ $steps == *" tests "* ]]; then
   "$binary" >"$logs/tests.log" 2>&1
   status=$?
   summary+=("tests:      $(grep -E '^\[  PASSED  \]' "$logs/tests.log" | head -1) $(grep -E '^\[  FAILED  \] [0-9]+ test' "$logs/tests.log" | head -1) (exit $status)")
+  if [ -x "$alone_binary" ]; then
+    "$alone_binary" >"$logs/tests_alone_walk.log" 2>&1
+    alone_status=$?
+    [ $alone_status -ne 0 ] && status=$alone_status
+    summary+=("alone walk: $(grep -E '^\[  PASSED  \]' "$logs/tests_alone_walk.log" | head -1) $(grep -E '^\[  FAILED  \] [0-9]+ test' "$logs/tests_alone_walk.log" | head -1) (exit $alone_status)")
+  else
+    summary+=("alone walk: no binary at $alone_binary (build streamkit_tests_alone_walk, or set STREAMKIT_ALONE_WALK_BINARY)")
+  fi
 fi
 
 # The cell-list tests (2^21 observations each, ~40 s apiece under a sanitizer) run under the

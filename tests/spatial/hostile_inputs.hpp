@@ -450,8 +450,8 @@ inline std::vector<input_class> const& input_classes()
      detail::grid_region},
     {"null_island_10pct", "10% of the references and 10% of the observations at (0, 0), the rest uniform", detail::null_island},
     {"wrapped_longitudes",
-     "observations and references uniform, each longitude shifted by -3 to +3 whole turns (beyond 3 pi rad, where a float32 longitude is "
-     "off by up to 0.5 m and float32 sines lose their accuracy)",
+     "observations and references uniform, each longitude shifted by -3 to +3 whole turns (up to 22 rad, where a float32 longitude in "
+     "radians is off by up to 6 m, and beyond 3 pi, where the k = 1 scan takes the float64 vector)",
      detail::wrapped_longitudes},
   };
   return classes;
