@@ -78,8 +78,13 @@ struct exchange_stats {
   // Where this rank's wall time went (seconds; their sum is the call's time but for the agreement checks):
   double seconds = 0;                       ///< in the exchange's collectives (waiting for slower ranks included)
   double search_seconds = 0;                ///< in this rank's searcher: update, its prepare(); query, its searches
-  double host_seconds = 0;                  ///< in the routing: keys, splitters, owners, packing, reach tests, merging, placing results (on the host threads, or for distributed_gpu_nearest's sharded query the GPU's kernels and the copies of the rows to and from MPI's host buffers)
-  double staging_seconds = 0;               ///< distributed_gpu_nearest: host arrays and device views copied between host and GPU and through page-locked buffers, not hidden behind other work
+  /// in the routing: keys, splitters, owners, packing, reach tests, merging, placing results (host
+  /// threads; distributed_gpu_nearest's sharded query: the GPU's kernels, and its copies of the rows
+  /// between the GPU and MPI's host buffers)
+  double host_seconds = 0;
+  /// distributed_gpu_nearest: host arrays and device views copied between host and GPU (through
+  /// page-locked buffers), not hidden behind other work
+  double staging_seconds = 0;
 };
 
 namespace detail {

@@ -3,11 +3,11 @@
 // each step is a function of one row, a STREAMKIT_HOST_DEVICE functor below, run over all rows by
 // an engine. host_row_engine (here) keeps the rows in host memory and runs the steps on the host
 // threads: distributed_nearest's own query of host arrays with any Searcher, what CI runs.
-// device_row_engine (device_rows.cuh) keeps them in the memory of the rank's GPU and runs the same functors as
-// kernels: distributed_gpu_nearest's query, whose rows then cross PCIe only to and from MPI. The
-// exchanges between ranks and the rare steps (the cell walk of the visitors whose neighbourhood
-// leaves their owner's range, merging other ranks' candidates) are distributed_nearest's, the same
-// for both engines.
+// device_row_engine (device_rows.cuh) keeps them in the memory of the rank's GPU and runs the same
+// functors as kernels: distributed_gpu_nearest's query, whose rows then cross PCIe only to and from
+// MPI. The exchanges between ranks and the rare steps (the cell walk of the visitors whose
+// neighbourhood leaves their owner's range, merging other ranks' candidates) are
+// distributed_nearest's, the same for both engines.
 //
 // An engine has
 //   template <class T> using buffer = ...;        // storage where the rows are
