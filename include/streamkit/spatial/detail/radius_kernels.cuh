@@ -683,14 +683,20 @@ __device__ __forceinline__ void split_sort_key(tree_key const& key, std::uint64_
 }
 
 /// Calls sort(i) with the whole warp for each row i (of a warp's 32 at a time) whose length is in
-/// (lower, upper], or above upper when `last` (the longest rows, longer than the caller said).
+/// (lower, upper]; when `last`, sorts the rows above upper in place (the longest rows, longer than
+/// the caller said: slowly).
 template <class Index, class T, class Sort>
 __device__ void for_each_row_of_class(radius_sorted_rows<Index, T> const& s, std::int64_t lower, std::int64_t upper, bool last, Sort&& sort)
 {
   s.for_each_32([&](std::size_t own) {
     std::int64_t const length = s.length(own);
     for (unsigned mine = __ballot_sync(0xffffffffu, length > lower && (length <= upper || last)); mine != 0; mine &= mine - 1) {
-      sort(static_cast<std::size_t>(__shfl_sync(0xffffffffu, static_cast<unsigned long long>(own), __ffs(static_cast<int>(mine)) - 1)));
+      auto const i = static_cast<std::size_t>(__shfl_sync(0xffffffffu, static_cast<unsigned long long>(own), __ffs(static_cast<int>(mine)) - 1));
+      if (s.length(i) > upper) {
+        s.sort_in_place(i);
+      } else {
+        sort(i);
+      }
     }
   });
 }
@@ -736,10 +742,6 @@ __global__ void __launch_bounds__(128) radius_sort_rows_in_registers(radius_sort
   constexpr std::size_t upper = 32 * Keys;
   for_each_row_of_class(s, 16 * Keys, upper, last, [&](std::size_t i) {
     auto const length = static_cast<std::size_t>(s.length(i));
-    if (length > upper) {
-      s.sort_in_place(i);
-      return;
-    }
     auto const first = static_cast<std::size_t>(s.offsets[i]);
     std::size_t const written = s.written(i);
     std::uint64_t chord[Keys];
@@ -778,10 +780,6 @@ __global__ void __launch_bounds__(128) radius_sort_rows_in_shared(radius_sorted_
   auto* const ids = reinterpret_cast<std::uint32_t*>(chords + room);
   for_each_row_of_class(s, room / 2, room, last, [&](std::size_t i) {
     auto const length = static_cast<std::size_t>(s.length(i));
-    if (length > room) {
-      s.sort_in_place(i);
-      return;
-    }
     auto const first = static_cast<std::size_t>(s.offsets[i]);
     std::size_t const written = s.written(i);
     for (unsigned e = lane; e < room; e += 32) {
