@@ -293,7 +293,6 @@ STREAMKIT_HOST_DEVICE inline key_span cell_keys(std::uint32_t latitude, std::uin
   return {first, below == 0 ? first : first + ((std::uint64_t{1} << (2 * below)) - 1)};
 }
 
-/// The level of the smallest cell holding `box`: the leading bits its bounds share in both coordinates.
 /// The leading bits of the 31 that `a` and `b` share.
 STREAMKIT_HOST_DEVICE inline unsigned common_bits(std::uint32_t a, std::uint32_t b)
 {

@@ -129,12 +129,11 @@ inline std::size_t tree_key_sort_bytes(std::size_t count)
 /// with `temporary` of tree_key_sort_bytes(). A merge sort: the 16 passes of a radix sort of the 128-bit
 /// keys took 2.5–3.7 times as long from 2^12 to 2^20 keys on an H200 (0.197 against 0.053 ms at 2^14,
 /// 0.531 against 0.286 at 2^20) and 1.1 times at 2^24.
-inline sorted_pairs<tree_key> sort_tree_keys(tree_key* keys, std::uint32_t* ids, std::size_t count, std::byte* temporary,
-                                             std::size_t temporary_bytes, stream_ref stream)
+inline void sort_tree_keys(tree_key* keys, std::uint32_t* ids, std::size_t count, std::byte* temporary, std::size_t temporary_bytes,
+                           stream_ref stream)
 {
   STREAMKIT_CUDA_TRY(cub::DeviceMergeSort::StableSortPairs(temporary, temporary_bytes, keys, ids, static_cast<std::int64_t>(count),
                                                            tree_key_less{}, stream.value()));
-  return {keys, ids};
 }
 
 /// Bytes observation_order() needs for n observations (none below tree_sort_threshold).
@@ -377,15 +376,15 @@ void tree_index<T>::build(points_ref<U> references, stream_ref stream)
   tree_reference_keys<U><<<grid_size("tree_reference_keys", m, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
     references, m, coordinates, keys, ids, this->invalid_counts_.data());
   STREAMKIT_CHECK_LAUNCH();
-  sorted_pairs<tree_key> const sorted = sort_tree_keys(keys, ids, m, temporary, temporary_bytes, stream);
-  member_ids_ = sorted.ids;
+  sort_tree_keys(keys, ids, m, temporary, temporary_bytes, stream);
+  member_ids_ = ids;
   tree_mark_groups<<<grid_size("tree_mark_groups", m, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
-    coordinates, sorted.keys, sorted.ids, m, starts);
+    coordinates, keys, ids, m, starts);
   STREAMKIT_CHECK_LAUNCH();
   STREAMKIT_CUDA_TRY(
     cub::DeviceScan::ExclusiveSum(temporary, temporary_bytes, starts, places, static_cast<std::int64_t>(m), stream.value()));
   tree_write_groups<<<grid_size("tree_write_groups", m, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
-    coordinates, sorted.keys, sorted.ids, m, starts, places, precise_points, group_keys, run_starts, group_count);
+    coordinates, keys, ids, m, starts, places, precise_points, group_keys, run_starts, group_count);
   STREAMKIT_CHECK_LAUNCH();
   tree_build_leaves<<<grid_size("tree_build_leaves", leaves * tree_leaf_size, 256), 256, 0, stream.value()>>>(
     group_count, run_starts, layout.slots, leaves, points, precise_points, nodes, precise_nodes, capsules);
