@@ -75,10 +75,10 @@ def _host(array):
     return numpy.asarray(array)
 
 
-def _points(array, name, angle):
+def _points(array, angle, checked):
     """(latitude, longitude) in radians, float64 and packed, of an (n, 2) array of any framework, and
-    (dtype, place) of the array for the results."""
-    n, dtype, on_cuda, device = _streamkit._points_check(_arrays.as_dlpack(array, name), name)
+    (dtype, place) of the array for the results; `checked` is what _points_check said of it."""
+    _n, dtype, on_cuda, device = checked
     rows = _host(array).astype(numpy.float64, copy=False)
     if angle == "degrees":
         rows = numpy.radians(rows)
@@ -90,18 +90,17 @@ def _points(array, name, angle):
 _DEVICE_FRAMEWORKS = ("cupy", "torch")
 
 
-def _device_points(array, name, angle, device):
-    """(float64 radians (n, 2) on the GPU, (dtype, device)) of a CuPy or PyTorch array on the rank's
-    GPU `device`, converted there in its own framework; None for any other array (the host path)."""
-    kind = _arrays.framework(array)
-    if kind not in _DEVICE_FRAMEWORKS:
-        return None
-    n, dtype, on_cuda, where = _streamkit._points_check(_arrays.as_dlpack(array, name), name)
-    if not on_cuda:
-        return None
+def _device_points(array, name, angle, device, checked):
+    """(float64 radians (n, 2) on the GPU, (dtype, device)) of a CuPy or PyTorch CUDA array on the
+    rank's GPU `device`, converted there in its own framework; `checked` is what _points_check said
+    of it."""
+    _n, dtype, _on_cuda, where = checked
     if where != device:
         raise ValueError(f"{name}: on GPU {where}, but this rank searches on GPU {device}")
-    rows = array.detach().to(dtype=_arrays._torch_types()["module"].float64) if kind == "torch" else array.astype("float64", copy=False)
+    if _arrays.framework(array) == "torch":
+        rows = array.detach().to(dtype=_arrays._torch_types()["module"].float64)
+    else:
+        rows = array.astype("float64", copy=False)
     if angle == "degrees":
         rows = rows * (math.pi / 180)
     return rows, (dtype, where)
@@ -172,11 +171,10 @@ class NearestIndex:
         """This rank's points as the search takes them: ("device", (n, 2) float64 radians on its GPU,
         (dtype, device number)) for CuPy and PyTorch arrays there (GPU search), else ("host",
         (latitude, longitude) in host memory, (dtype, place of the results))."""
-        if self._device is not None:
-            on_device = _device_points(array, name, self._angle, self._device)
-            if on_device is not None:
-                return ("device",) + on_device
-        return ("host",) + _points(array, name, self._angle)
+        checked = _streamkit._points_check(_arrays.as_dlpack(array, name), name)  # (n, dtype, on CUDA, device)
+        if self._device is not None and checked[2] and _arrays.framework(array) in _DEVICE_FRAMEWORKS:
+            return ("device",) + _device_points(array, name, self._angle, self._device, checked)
+        return ("host",) + _points(array, self._angle, checked)
 
     def update(self, references):
         """Replaces this rank's references (any size m >= 0; every rank calls it). Returns self."""
