@@ -18,7 +18,6 @@
 
 #include <streamkit/distributed/communicator.hpp>
 #include <streamkit/distributed/detail/device_rows.cuh>
-#include <streamkit/distributed/detail/staging_kernels.cuh>
 #include <streamkit/distributed/nearest_neighbor.hpp>
 #include <streamkit/memory/device_buffer.hpp>
 #include <streamkit/multi_gpu/dispatcher.hpp>

@@ -1,8 +1,10 @@
 #pragma once
-// The sharded query's engine on the GPU (sharded_rows.hpp describes engines): the rows in the device
+// The sharded layout's engine on the GPU (sharded_rows.hpp describes engines): the rows in the device
 // memory of one GPU, each step of sharded_rows.hpp a kernel on one stream, the stable partition a
 // radix sort of the bins, the selection CUB's; MPI's buffers page-locked host memory. Without a
-// CUDA-aware MPI the rows that go to other ranks cross PCIe once each way, and only those.
+// CUDA-aware MPI the rows that go to other ranks cross PCIe once each way, and only those. Also the
+// copies of distributed_gpu_nearest's staging between strided layouts on the GPU
+// (launch_copy_strided_rows()).
 
 #include <streamkit/core/detail/launch.hpp>
 #include <streamkit/core/device.hpp>
@@ -14,6 +16,7 @@
 
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_select.cuh>
+#include <thrust/iterator/counting_iterator.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -27,7 +30,44 @@ __global__ void for_each_row(std::size_t count, Step step)
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count; i += std::size_t{gridDim.x} * blockDim.x) { step(i); }
 }
 
-/// row[i] = i.
+/// step(i) for every i < count, enqueued on `stream` (of the current device).
+template <class Step>
+void launch_for_each_row(std::size_t count, Step const& step, stream_ref stream)
+{
+  if (count == 0) { return; }
+  for_each_row<Step><<<streamkit::detail::grid_size("for_each_row", count, 256, streamkit::detail::grid_stride_blocks), 256, 0, stream.value()>>>(
+    count, step);
+  STREAMKIT_CHECK_LAUNCH();
+}
+
+/// Item e of `width`-value rows copied from rows `from_stride` values apart to rows `to_stride` apart
+/// (a strided view packed before its copy to the host, results unpacked into a strided view: a
+/// pitched copy of rows of 8 to 8k bytes between host and device moves one row per transfer).
+template <class T>
+struct copy_strided_rows {
+  T const* from;
+  std::size_t from_stride;
+  T* to;
+  std::size_t to_stride;
+  std::size_t width;
+
+  __device__ void operator()(std::size_t e) const
+  {
+    std::size_t const row = e / width, column = e % width;
+    to[row * to_stride + column] = from[row * from_stride + column];
+  }
+};
+
+/// `rows` rows of `width` values from `from` (a row every `from_stride` values) to `to` (every
+/// `to_stride`), both in the device memory of `stream`'s GPU; enqueued on `stream`.
+template <class T>
+void launch_copy_strided_rows(T const* from, std::size_t from_stride, T* to, std::size_t to_stride, std::size_t rows, std::size_t width,
+                              stream_ref stream)
+{
+  launch_for_each_row(rows * width, copy_strided_rows<T>{from, from_stride, to, to_stride, width}, stream);
+}
+
+/// row[i] = i (the values of partition()'s radix sort, which reads them from memory).
 struct number_rows {
   std::uint32_t* row;
   __device__ void operator()(std::size_t i) const { row[i] = static_cast<std::uint32_t>(i); }
@@ -90,11 +130,8 @@ class device_row_engine {
   template <class Step>
   void for_each(std::size_t count, Step const& step)
   {
-    if (count == 0) { return; }
     device_guard const guard(device_);
-    for_each_row<Step><<<streamkit::detail::grid_size("for_each_row", count, 256, streamkit::detail::grid_stride_blocks), 256, 0,
-                         work_stream().value()>>>(count, step);
-    STREAMKIT_CHECK_LAUNCH();
+    launch_for_each_row(count, step, work_stream());
   }
 
   /// A stable radix sort of (bin, row) over the bits the bins need, then each bin's first row by a
@@ -127,10 +164,9 @@ class device_row_engine {
   {
     if (count == 0) { return 0; }
     device_guard const guard(device_);
-    std::uint32_t* const row = reserve(rows_, count);
     std::int64_t* const found = reserve(selected_count_, 1);
     std::int64_t* const found_host = reserve(selected_count_host_, 1);
-    for_each(count, number_rows{row});
+    thrust::counting_iterator<std::uint32_t> const row(0);  // the row numbers, read by CUB
     std::size_t bytes = 0;
     auto const n = static_cast<std::int64_t>(count);
     STREAMKIT_CUDA_TRY(cub::DeviceSelect::Flagged(nullptr, bytes, row, flag, selected, found, n, work_stream().value()));
