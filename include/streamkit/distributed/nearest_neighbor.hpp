@@ -176,14 +176,31 @@ struct segments {
   [[nodiscard]] std::size_t total() const { return at.back(); }
 };
 
+/// Calls part(begin, count) for the items of `s` that go to or come from ranks other than `me`: the
+/// two ranges before and after `me`'s part (either may be empty), so that the rows that cross
+/// between memories move in two copies whatever the number of ranks.
+template <class Part>
+void other_ranks_parts(segments const& s, std::size_t me, Part const& part)
+{
+  part(std::size_t{0}, s.at[me]);
+  part(s.at[me + 1], s.total() - s.at[me + 1]);
+}
+
+/// MPI's counts and displacements of an all-to-all, kept by the caller so that a loop of exchanges
+/// allocates nothing.
+struct alltoall_counts {
+  std::vector<int> send_count, send_at, receive_count, receive_at;
+};
+
 /// The all-to-all of the parts' sizes (MPI ints; collective): in.size[r] items come from rank r for
 /// out.size[r] going to it; both placed.
-inline void exchange_sizes(segments& out, segments& in, MPI_Comm comm)
+inline void exchange_sizes(segments& out, segments& in, alltoall_counts& counts, MPI_Comm comm)
 {
-  std::vector<int> send(out.size.size()), receive(out.size.size());
-  for (std::size_t r = 0; r < send.size(); ++r) { send[r] = mpi_count(out.size[r], "distributed_nearest"); }
-  mpi_check(MPI_Alltoall(send.data(), 1, MPI_INT, receive.data(), 1, MPI_INT, comm), "MPI_Alltoall");
-  in.size.assign(receive.begin(), receive.end());
+  std::size_t const ranks = out.size.size();
+  counts.send_count.resize(ranks), counts.receive_count.resize(ranks);
+  for (std::size_t r = 0; r < ranks; ++r) { counts.send_count[r] = mpi_count(out.size[r], "distributed_nearest"); }
+  mpi_check(MPI_Alltoall(counts.send_count.data(), 1, MPI_INT, counts.receive_count.data(), 1, MPI_INT, comm), "MPI_Alltoall");
+  in.size.assign(counts.receive_count.begin(), counts.receive_count.end());
   out.place(), in.place();
 }
 
@@ -191,18 +208,18 @@ inline void exchange_sizes(segments& out, segments& in, MPI_Comm comm)
 /// an item, but for rank `me`'s own part, which stays where it is (the caller moves it if needed).
 template <class T>
 void exchange_segments(T const* send, segments const& out, T* receive, segments const& in, std::size_t per_item, std::size_t me,
-                       MPI_Comm comm)
+                       alltoall_counts& counts, MPI_Comm comm)
 {
   std::size_t const ranks = out.size.size();
-  std::vector<int> send_count(ranks), send_at(ranks), receive_count(ranks), receive_at(ranks);
+  counts.send_count.resize(ranks), counts.send_at.resize(ranks), counts.receive_count.resize(ranks), counts.receive_at.resize(ranks);
   for (std::size_t r = 0; r < ranks; ++r) {
-    send_count[r] = r == me ? 0 : mpi_count(out.size[r] * per_item, "distributed_nearest");
-    send_at[r] = mpi_count(out.at[r] * per_item, "distributed_nearest");
-    receive_count[r] = r == me ? 0 : mpi_count(in.size[r] * per_item, "distributed_nearest");
-    receive_at[r] = mpi_count(in.at[r] * per_item, "distributed_nearest");
+    counts.send_count[r] = r == me ? 0 : mpi_count(out.size[r] * per_item, "distributed_nearest");
+    counts.send_at[r] = mpi_count(out.at[r] * per_item, "distributed_nearest");
+    counts.receive_count[r] = r == me ? 0 : mpi_count(in.size[r] * per_item, "distributed_nearest");
+    counts.receive_at[r] = mpi_count(in.at[r] * per_item, "distributed_nearest");
   }
-  mpi_check(MPI_Alltoallv(send, send_count.data(), send_at.data(), mpi_type<T>(), receive, receive_count.data(), receive_at.data(),
-                          mpi_type<T>(), comm),
+  mpi_check(MPI_Alltoallv(send, counts.send_count.data(), counts.send_at.data(), mpi_type<T>(), receive, counts.receive_count.data(),
+                          counts.receive_at.data(), mpi_type<T>(), comm),
             "MPI_Alltoallv");
 }
 
@@ -416,12 +433,12 @@ class distributed_nearest {
     detail::segments& out = shards_out_;
     detail::segments& in = shards_in_;
     out.size = routes_.counts();
-    detail::exchange_sizes(out, in, comm_);
+    detail::exchange_sizes(out, in, counts_, comm_);
     std::size_t const held = in.total();
     shard_latitude_.resize(held), shard_longitude_.resize(held), shard_id_.resize(held);
-    detail::exchange_segments(to_shards_.latitude.data(), out, shard_latitude_.data(), in, 1, me, comm_);
-    detail::exchange_segments(to_shards_.longitude.data(), out, shard_longitude_.data(), in, 1, me, comm_);
-    detail::exchange_segments(outgoing_id_.data(), out, shard_id_.data(), in, 1, me, comm_);
+    detail::exchange_segments(to_shards_.latitude.data(), out, shard_latitude_.data(), in, 1, me, counts_, comm_);
+    detail::exchange_segments(to_shards_.longitude.data(), out, shard_longitude_.data(), in, 1, me, counts_, comm_);
+    detail::exchange_segments(outgoing_id_.data(), out, shard_id_.data(), in, 1, me, counts_, comm_);
     std::copy_n(to_shards_.latitude.data() + out.at[me], out.size[me], shard_latitude_.data() + in.at[me]);
     std::copy_n(to_shards_.longitude.data() + out.at[me], out.size[me], shard_longitude_.data() + in.at[me]);
     std::copy_n(outgoing_id_.data() + out.at[me], out.size[me], shard_id_.data() + in.at[me]);
@@ -478,11 +495,10 @@ class distributed_nearest {
       engine.to_host(rows.sample_key.data(), taken, engine.reserve(rows.sample_key_host, taken));
       double* const outgoing_latitude = engine.reserve(rows.outgoing_latitude, valid);
       double* const outgoing_longitude = engine.reserve(rows.outgoing_longitude, valid);
-      for (std::size_t r = 0; r < ranks; ++r) {
-        if (r == me) { continue; }
-        engine.to_host(rows.send_latitude.data() + out.at[r], out.size[r], outgoing_latitude + out.at[r]);
-        engine.to_host(rows.send_longitude.data() + out.at[r], out.size[r], outgoing_longitude + out.at[r]);
-      }
+      detail::other_ranks_parts(out, me, [&](std::size_t begin, std::size_t n) {
+        engine.to_host(rows.send_latitude.data() + begin, n, outgoing_latitude + begin);
+        engine.to_host(rows.send_longitude.data() + begin, n, outgoing_longitude + begin);
+      });
       engine.wait();
     });
     observation_samples_.clear();  // for the next update's splitters
@@ -493,7 +509,7 @@ class distributed_nearest {
                                               [](detail::key_sample const& s) { return s.key == detail::nowhere; }),
                                observation_samples_.end());
     detail::lap(mark, stats_.host_seconds);
-    detail::exchange_sizes(out, in, comm_);
+    detail::exchange_sizes(out, in, counts_, comm_);
     std::size_t const visitors = in.total();
     double* incoming_latitude = nullptr;
     double* incoming_longitude = nullptr;
@@ -509,8 +525,8 @@ class distributed_nearest {
       answer_index_in = engine.reserve(rows.answer_index_in, out.total() * k);
       answer_angle_in = engine.reserve(rows.answer_angle_in, out.total() * k);
     });
-    detail::exchange_segments(rows.outgoing_latitude.data(), out, incoming_latitude, in, 1, me, comm_);
-    detail::exchange_segments(rows.outgoing_longitude.data(), out, incoming_longitude, in, 1, me, comm_);
+    detail::exchange_segments(rows.outgoing_latitude.data(), out, incoming_latitude, in, 1, me, counts_, comm_);
+    detail::exchange_segments(rows.outgoing_longitude.data(), out, incoming_longitude, in, 1, me, counts_, comm_);
     detail::lap(mark, stats_.seconds);
 
     // The owner's search of its visitors (its own part, and what the others sent); the k-th angle
@@ -519,15 +535,12 @@ class distributed_nearest {
       detail::expect_row_numbers(visitors, "distributed_nearest::query: observations owned by one rank");
       double* const latitude = engine.reserve(rows.visitor_latitude, visitors);
       double* const longitude = engine.reserve(rows.visitor_longitude, visitors);
-      for (std::size_t r = 0; r < ranks; ++r) {
-        if (r == me) {
-          engine.copy(rows.send_latitude.data() + out.at[me], out.size[me], latitude + in.at[me]);
-          engine.copy(rows.send_longitude.data() + out.at[me], out.size[me], longitude + in.at[me]);
-        } else {
-          engine.from_host(incoming_latitude + in.at[r], in.size[r], latitude + in.at[r]);
-          engine.from_host(incoming_longitude + in.at[r], in.size[r], longitude + in.at[r]);
-        }
-      }
+      engine.copy(rows.send_latitude.data() + out.at[me], out.size[me], latitude + in.at[me]);
+      engine.copy(rows.send_longitude.data() + out.at[me], out.size[me], longitude + in.at[me]);
+      detail::other_ranks_parts(in, me, [&](std::size_t begin, std::size_t n) {
+        engine.from_host(incoming_latitude + begin, n, latitude + begin);
+        engine.from_host(incoming_longitude + begin, n, longitude + begin);
+      });
       engine.wait();
       std::int64_t* const found = engine.reserve(rows.found_index, visitors * k);
       double* const found_angle = engine.reserve(rows.found_angle, visitors * k);
@@ -585,19 +598,19 @@ class distributed_nearest {
     detail::segments& helped = helpers_out_;  // the visits by rank
     detail::segments& hosted = helpers_in_;   // the guests this rank searches, by owner
     helped.size = helpers_.counts();
-    detail::exchange_sizes(helped, hosted, comm_);
+    detail::exchange_sizes(helped, hosted, counts_, comm_);
     std::size_t const guests = hosted.total();
     guest_latitude_.resize(guests), guest_longitude_.resize(guests);
-    detail::exchange_segments(to_helpers_.latitude.data(), helped, guest_latitude_.data(), hosted, 1, me, comm_);
-    detail::exchange_segments(to_helpers_.longitude.data(), helped, guest_longitude_.data(), hosted, 1, me, comm_);
+    detail::exchange_segments(to_helpers_.latitude.data(), helped, guest_latitude_.data(), hosted, 1, me, counts_, comm_);
+    detail::exchange_segments(to_helpers_.longitude.data(), helped, guest_longitude_.data(), hosted, 1, me, counts_, comm_);
     detail::lap(mark, stats_.seconds);
     guest_found_.resize(guests * k);
     guest_angle_.resize(guests * k);
     search_shard(guest_latitude_, guest_longitude_, k, guest_found_, guest_angle_);
     detail::lap(mark, stats_.search_seconds);
     answer_index_.resize(helpers_.total() * k), answer_angle_.resize(helpers_.total() * k);
-    detail::exchange_segments(guest_found_.data(), hosted, answer_index_.data(), helped, k, me, comm_);
-    detail::exchange_segments(guest_angle_.data(), hosted, answer_angle_.data(), helped, k, me, comm_);
+    detail::exchange_segments(guest_found_.data(), hosted, answer_index_.data(), helped, k, me, counts_, comm_);
+    detail::exchange_segments(guest_angle_.data(), hosted, answer_angle_.data(), helped, k, me, counts_, comm_);
     detail::lap(mark, stats_.seconds);
 
     // The owner keeps the k nearest of its own and the returned lists (each ordered, so a linear
@@ -612,31 +625,27 @@ class distributed_nearest {
       engine.from_host(flagged_angle, flagged * k, rows.flagged_angle.data());
       engine.for_each(flagged * k, detail::scatter_flagged{rows.selected.data(), rows.flagged_index.data(), rows.flagged_angle.data(), k,
                                                            rows.found_index.data(), rows.found_angle.data()});
-      for (std::size_t r = 0; r < ranks; ++r) {
-        if (r == me) { continue; }
-        engine.to_host(rows.found_index.data() + in.at[r] * k, in.size[r] * k, answer_index_out + in.at[r] * k);
-        engine.to_host(rows.found_angle.data() + in.at[r] * k, in.size[r] * k, answer_angle_out + in.at[r] * k);
-      }
+      detail::other_ranks_parts(in, me, [&](std::size_t begin, std::size_t n) {
+        engine.to_host(rows.found_index.data() + begin * k, n * k, answer_index_out + begin * k);
+        engine.to_host(rows.found_angle.data() + begin * k, n * k, answer_angle_out + begin * k);
+      });
       engine.wait();
     });
     detail::lap(mark, stats_.host_seconds);
-    detail::exchange_segments(answer_index_out, in, answer_index_in, out, k, me, comm_);
-    detail::exchange_segments(answer_angle_out, in, answer_angle_in, out, k, me, comm_);
+    detail::exchange_segments(answer_index_out, in, answer_index_in, out, k, me, counts_, comm_);
+    detail::exchange_segments(answer_angle_out, in, answer_angle_in, out, k, me, counts_, comm_);
     detail::lap(mark, stats_.seconds);
 
     // Each observation's answer into its row (the own part straight from the visitors' rows).
     run_everywhere(comm_, "distributed_nearest::query", [&] {
       std::int64_t* const home_index = engine.reserve(rows.home_index, out.total() * k);
       double* const home_angle = engine.reserve(rows.home_angle, out.total() * k);
-      for (std::size_t r = 0; r < ranks; ++r) {
-        if (r == me) {
-          engine.copy(rows.found_index.data() + in.at[me] * k, in.size[me] * k, home_index + out.at[me] * k);
-          engine.copy(rows.found_angle.data() + in.at[me] * k, in.size[me] * k, home_angle + out.at[me] * k);
-        } else {
-          engine.from_host(answer_index_in + out.at[r] * k, out.size[r] * k, home_index + out.at[r] * k);
-          engine.from_host(answer_angle_in + out.at[r] * k, out.size[r] * k, home_angle + out.at[r] * k);
-        }
-      }
+      engine.copy(rows.found_index.data() + in.at[me] * k, in.size[me] * k, home_index + out.at[me] * k);
+      engine.copy(rows.found_angle.data() + in.at[me] * k, in.size[me] * k, home_angle + out.at[me] * k);
+      detail::other_ranks_parts(out, me, [&](std::size_t begin, std::size_t n) {
+        engine.from_host(answer_index_in + begin * k, n * k, home_index + begin * k);
+        engine.from_host(answer_angle_in + begin * k, n * k, home_angle + begin * k);
+      });
       engine.for_each(count * k, detail::place_rows{rows.owner.data(), invalid, rows.slot_of.data(), home_index, home_angle, k, result});
       engine.wait();
     });
@@ -712,6 +721,7 @@ class distributed_nearest {
   // Working memory, kept so that a loop of steps of one size allocates nothing; one buffer per use, so
   // that none shrinks and grows again (a vector's growth writes every new element, on one thread).
   std::vector<std::uint64_t> reference_keys_;
+  detail::alltoall_counts counts_;
   detail::routed_items routes_, helpers_;
   detail::segments shards_out_, shards_in_, owners_out_, owners_in_, helpers_out_, helpers_in_;
   std::vector<std::size_t> seen_;                     // [part * ranks + rank]: last flagged visitor sent there
