@@ -650,6 +650,81 @@ TEST(DistributedNearest, StagedRowsArriveBeforeTheyAreReadAndLeaveFinal)
 
 namespace {
 
+/// A derived class with rows of its own on the host engine, as distributed_gpu_nearest keeps its rows
+/// on the GPU: its query always runs on its own rows; its update repartitions on its own rows, or
+/// (`own_update` false) leaves the update to the base class, whose rows are not the ones the query
+/// reads. Counts the calls that reach its hooks.
+class own_rows_search : public dist::distributed_nearest<cpu_search> {
+ public:
+  own_rows_search(MPI_Comm comm, bool own_update)
+      : distributed_nearest(comm, dist::reference_layout::sharded), own_update_(own_update), engine_(2)
+  {
+  }
+  int updates = 0, queries = 0;
+
+ protected:
+  void replace_references(double const* latitude, double const* longitude, std::size_t count) override
+  {
+    ++updates;
+    if (!own_update_) {
+      distributed_nearest::replace_references(latitude, longitude, count);
+      return;
+    }
+    repartition_on(engine_, rows_, count, [&] { return dist::detail::point_rows{latitude, longitude, 1}; });
+  }
+  void search_observations(double const* latitude, double const* longitude, std::size_t count, std::size_t k, std::int64_t* index,
+                           double* angle) override
+  {
+    ++queries;
+    if (!routes_rows()) {
+      distributed_nearest::search_observations(latitude, longitude, count, k, index, angle);
+      return;
+    }
+    begin_query(k);
+    sharded_query_on(engine_, rows_, dist::detail::point_rows{latitude, longitude, 1}, count, k, dist::detail::neighbor_rows{index, angle, k},
+                     [&](double const* lat, double const* lon, std::size_t n, std::int64_t* found, double* found_angle) {
+                       searcher().search(lat, lon, n, k, found, found_angle);
+                     });
+  }
+
+ private:
+  bool own_update_;
+  dist::detail::host_row_engine engine_;
+  dist::detail::sharded_rows<dist::detail::host_row_engine> rows_;
+};
+
+}  // namespace
+
+// Updates and queries through a reference to the base class reach the derived class's hooks, and a
+// query on rows that the last update did not write (the derived class's rows after the base class's
+// update) reads that update's partition, not the one its rows held: two updates of different
+// references (different splitters and shards), each followed by queries through the base reference.
+TEST(DistributedNearest, EveryUpdatePathLeavesTheQueryRowsCurrent)
+{
+  auto const info = me();
+  std::size_t const k = 3;
+  for (bool own_update : {true, false}) {
+    SCOPED_TRACE(own_update ? "the derived class repartitions on its rows" : "the base class repartitions on its rows");
+    own_rows_search search(world, own_update);
+    dist::distributed_nearest<cpu_search>& base = search;
+    for (unsigned salt : {31u, 32u}) {
+      SCOPED_TRACE(salt);
+      auto const reference_count = [&](int r) -> std::size_t {
+        return info.size == 3 && r == 1 ? 0 : 300 + 40 * static_cast<std::size_t>(r) + 200 * (salt % 2);
+      };
+      point_set const refs = points_of(info.rank, info.size, reference_count(info.rank), salt % 2 == 0, salt);
+      point_set const obs = points_of(info.rank, info.size, 120 + 7 * static_cast<std::size_t>(info.rank), false, salt + 100);
+      base.update(refs.latitude.data(), refs.longitude.data(), refs.latitude.size());
+      expect_one_search(base, all_points(info.size, reference_count, salt % 2 == 0, salt), obs, k);
+      expect_one_search(base, all_points(info.size, reference_count, salt % 2 == 0, salt), obs, k);  // rows current: nothing to refresh
+    }
+    EXPECT_EQ(search.updates, 2);
+    EXPECT_EQ(search.queries, 4);
+  }
+}
+
+namespace {
+
 struct throws_on_last_rank : cpu_search {
   void search(double const* lat, double const* lon, std::size_t count, std::size_t k, std::int64_t* index, double* angle)
   {

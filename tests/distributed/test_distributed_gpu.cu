@@ -87,6 +87,61 @@ TEST(DistributedGpu, ShardedSearchEqualsOneGpuSearchOverTheConcatenation)
 
 namespace {
 
+/// `search`'s query of `obs` (host arrays, through whatever reference it is) against one search of
+/// `all` (every rank's references in rank order) on this rank's GPU: ids and angles bit for bit.
+void expect_one_gpu_search(dist::distributed_nearest<dist::gpu_searcher>& search, point_set const& all, point_set const& obs, std::size_t k)
+{
+  std::size_t const n = obs.latitude.size();
+  std::vector<std::int64_t> index(n * k, -7);
+  std::vector<double> angle(n * k, -7.0);
+  search.query(obs.latitude.data(), obs.longitude.data(), n, k, index.data(), angle.data());
+  dist::gpu_searcher single({rank_device()});
+  single.prepare(all.latitude.data(), all.longitude.data(), all.latitude.size());
+  std::vector<std::int64_t> want(n * k);
+  std::vector<double> want_angle(n * k);
+  single.search(obs.latitude.data(), obs.longitude.data(), n, k, want.data(), want_angle.data());
+  EXPECT_EQ(index, want);
+  std::size_t differing = 0;
+  for (std::size_t e = 0; e < n * k; ++e) { differing += std::memcmp(&angle[e], &want_angle[e], sizeof(double)) != 0 ? 1 : 0; }
+  EXPECT_EQ(differing, 0U);
+}
+
+}  // namespace
+
+// An update through a reference to the base class, distributed_nearest<gpu_searcher>, after one
+// through distributed_gpu_nearest: the next queries (through either) search the new references, on
+// the GPU's rows (before the hooks, the base class's update left the GPU's copy of the partition at
+// the first update's, and the sharded query at several ranks answered with its shard ids).
+TEST(DistributedGpu, AnUpdateThroughTheBaseClassIsTheOneTheQueriesSearch)
+{
+  STREAMKIT_REQUIRE_GPU();
+  auto const info = me();
+  std::size_t const k = 4;
+  for (auto layout : {dist::reference_layout::sharded, dist::reference_layout::replicated}) {
+    SCOPED_TRACE(static_cast<int>(layout));
+    auto search = dist::make_distributed_gpu_nearest(world, layout);
+    dist::distributed_nearest<dist::gpu_searcher>& base = search;
+    point_set const obs = points_of(info.rank, info.size, 1700 + 50 * static_cast<std::size_t>(info.rank), false, 43);
+    for (unsigned salt : {41u, 42u}) {
+      SCOPED_TRACE(salt);
+      auto const reference_count = [&](int r) -> std::size_t {
+        return info.size == 3 && r == 1 ? 0 : 2000 + 300 * static_cast<std::size_t>(r) + 1500 * (salt % 2);
+      };
+      point_set const refs = points_of(info.rank, info.size, reference_count(info.rank), salt % 2 == 0, salt);
+      point_set const all = all_points(info.size, reference_count, salt % 2 == 0, salt);
+      if (salt == 41u) {
+        search.update(refs.latitude.data(), refs.longitude.data(), refs.latitude.size());
+      } else {
+        base.update(refs.latitude.data(), refs.longitude.data(), refs.latitude.size());
+      }
+      expect_one_gpu_search(search, all, obs, k);
+      expect_one_gpu_search(base, all, obs, k);
+    }
+  }
+}
+
+namespace {
+
 template <class T>
 streamkit::device_buffer<T> upload(std::vector<T> const& host, streamkit::stream_ref s)
 {
@@ -104,9 +159,9 @@ std::vector<T> download(T const* device, std::size_t count, streamkit::stream_re
   return host;
 }
 
-/// The same steps of the sharded query on the GPU's row engine and on the host's, rows for rows:
-/// the partition and the selection, and the per-row functors (owners, keys, reach flags) computed
-/// by the device's arithmetic against the host's.
+/// The same steps of the sharded layout on the GPU's row engine and on the host's, rows for rows:
+/// the partition and the selection, and the per-row functors (owners of observations and of
+/// references, reach flags) computed by the device's arithmetic against the host's.
 void check_row_engines()
 {
   namespace detail = dist::detail;
@@ -140,6 +195,13 @@ void check_row_engines()
     streamkit::device_buffer<std::uint32_t> device_owner(count, s);
     gpu.for_each(count, detail::find_owners{{device_lat.data(), device_lon.data(), 1}, device_splitters.data(), ranks, device_owner.data()});
     EXPECT_EQ(download(device_owner.data(), count, s), owner);
+    // As references: (key, global id) against the splitters, equal keys split by id.
+    std::uint64_t const first_id = 1000 * static_cast<std::uint64_t>(me().rank);
+    std::vector<std::uint32_t> reference_owner(count);
+    cpu.for_each(count, detail::reference_owners{{lat.data(), lon.data(), 1}, first_id, splitters.data(), ranks, reference_owner.data()});
+    gpu.for_each(count,
+                 detail::reference_owners{{device_lat.data(), device_lon.data(), 1}, first_id, device_splitters.data(), ranks, device_owner.data()});
+    EXPECT_EQ(download(device_owner.data(), count, s), reference_owner);
 
     // The stable partition by owner (ranks + 1 bins), and the selection of flagged rows.
     std::vector<std::uint32_t> order(count);
@@ -195,14 +257,13 @@ struct view_case {
   char const* name;
   bool observations_on_device, interleaved_observations, results_on_device;
   std::size_t extra_stride;  // result row stride k + this
-  std::size_t staging_chunk;  // rows per staged copy (small: many chunks)
-  bool rank_zero_only;        // the other ranks' views on the host (ranks mixing views)
+  bool rank_zero_only;       // the other ranks' views on the host (ranks mixing views)
 };
 
 /// Device views in and out (references too, interleaved: a stride-2 view) give what the host arrays
 /// give, bit for bit: observations separate or interleaved, results dense or strided (the padding
-/// poisoned and left alone), either side alone on the device (the other staged), many staging chunks,
-/// and ranks that mix device and host views.
+/// poisoned and left alone), either side alone on the device (the other staged), and ranks that mix
+/// device and host views.
 void check_device_views(dist::reference_layout layout, std::size_t k)
 {
   auto const info = me();
@@ -231,15 +292,13 @@ void check_device_views(dist::reference_layout layout, std::size_t k)
   std::int64_t poison_index;
   std::memset(&poison_index, 0x5a, sizeof poison_index);
 
-  std::size_t const default_chunk = dist::distributed_gpu_nearest::staging_chunk;
-  for (view_case c : {view_case{"both on the device, strided results", true, false, true, 3, default_chunk, false},
-                      view_case{"interleaved observations, dense results, 256-row chunks", true, true, true, 0, 256, false},
-                      view_case{"observations on the device, results on the host", true, false, false, 0, 100, false},
-                      view_case{"observations on the host, strided results on the device", false, false, true, 2, 100, false},
-                      view_case{"rank 0's views on the device, the others' host arrays", true, false, true, 0, default_chunk, true}}) {
+  for (view_case c : {view_case{"both on the device, strided results", true, false, true, 3, false},
+                      view_case{"interleaved observations, dense results", true, true, true, 0, false},
+                      view_case{"observations on the device, results on the host", true, false, false, 0, false},
+                      view_case{"observations on the host, strided results on the device", false, false, true, 2, false},
+                      view_case{"rank 0's views on the device, the others' host arrays", true, false, true, 0, true}}) {
     SCOPED_TRACE(c.name);
     if (c.rank_zero_only && info.rank != 0) { c.observations_on_device = c.results_on_device = false; }
-    search.set_staging_chunk(c.staging_chunk);
     std::size_t const stride = k + c.extra_stride;
     streamkit::device_buffer<std::int64_t> index(n * stride, s.ref());
     streamkit::device_buffer<double> angle(n * stride, s.ref());

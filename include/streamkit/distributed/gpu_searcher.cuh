@@ -8,12 +8,13 @@
 /// `distributed_gpu_nearest` puts the two together and also takes views (points_ref,
 /// neighbors_ref) in host or device memory: observations and results in the device memory of the
 /// rank's GPU stay there in the replicated layout and on one rank (no host copy at all). The sharded
-/// query at several ranks does its work per observation on the GPU (keys, owners, the partition
+/// layout does its work per reference and per observation on the GPU (keys, owners, the partition
 /// into send buffers, the reach test, placing the answers: detail/device_rows.cuh); host arrays are
-/// copied to the GPU first and the answers back, and only the parts that go to other ranks cross
-/// PCIe to and from MPI's page-locked buffers (MPI exchanges host memory: device pointers never go
-/// to MPI here, also with a CUDA-aware MPI). update() stages device views through page-locked host
-/// buffers in chunks, the host's work on each chunk starting as it lands.
+/// copied to the GPU first (and a query's answers back), and only the parts that go to other ranks
+/// cross PCIe to and from MPI's page-locked buffers (MPI exchanges host memory: device pointers never
+/// go to MPI here, also with a CUDA-aware MPI); the update's references come back to the host in
+/// send order, for MPI and the searcher, which prepares from host arrays. Elsewhere device views are
+/// staged through page-locked host buffers.
 /// make_distributed_gpu_nearest() picks each rank's GPU from its rank on the node (default_device()).
 
 #include <streamkit/distributed/communicator.hpp>
@@ -127,41 +128,29 @@ class gpu_searcher {
 };
 
 /// Distributed exact k nearest neighbours searched on each rank's GPU: distributed_nearest's host
-/// arrays, and views in host or device memory (see the file's description). Movable, not
-/// thread-safe.
+/// arrays, and views in host or device memory (see the file's description). An update or query of
+/// host arrays takes the path of the views below, also through a reference to
+/// distributed_nearest<gpu_searcher> (its update() and query() call the hooks this class overrides).
+/// Movable, not thread-safe.
 class distributed_gpu_nearest : public distributed_nearest<gpu_searcher> {
  public:
   using distributed_nearest<gpu_searcher>::distributed_nearest;
-
-  /// distributed_nearest's update() of packed host arrays, through the view below (so that ranks
-  /// passing arrays and ranks passing views make the same collective calls).
-  void update(double const* latitude, double const* longitude, std::size_t count)
-  {
-    update(points_ref<double>::separate(latitude, longitude, count));
-  }
-  /// distributed_nearest's query() of packed host arrays, through the views below.
-  void query(double const* latitude, double const* longitude, std::size_t count, std::size_t k, std::int64_t* index, double* angle)
-  {
-    query(points_ref<double>::separate(latitude, longitude, count), neighbors_ref<std::int64_t, double>::dense(index, angle, count, k));
-  }
-
-  /// Rows per copy of a staged view unless set_staging_chunk() says otherwise: the host starts on a
-  /// chunk's rows while the next ones copy.
-  static constexpr std::size_t staging_chunk = std::size_t{1} << 20;
-
-  /// Rows per copy of a staged view (at least 1).
-  void set_staging_chunk(std::size_t rows)
-  {
-    STREAMKIT_EXPECTS(rows > 0, std::invalid_argument, "distributed_gpu_nearest::set_staging_chunk: at least one row per copy");
-    chunk_rows_ = rows;
-  }
+  using distributed_nearest<gpu_searcher>::update;
+  using distributed_nearest<gpu_searcher>::query;
 
   /// Replaces the references with this rank's part: a view (radians; any stride) in host memory or
-  /// in the device memory of the rank's GPU (copied to a page-locked host buffer in chunks, the
-  /// host's work on each chunk starting as it lands). Ranks may mix host and device views.
-  /// Collective.
+  /// in the device memory of the rank's GPU; ranks may mix them. Sharded: the work per reference
+  /// (keys, ranks, the send order) runs on the GPU, a device view read where it is, a host view
+  /// copied there first (through page-locked memory, on the host threads); the references come back
+  /// to the host in send order, for MPI and the searcher. Replicated: a device view is copied to a
+  /// page-locked host buffer first. Collective.
   void update(points_ref<double> references)
   {
+    if (layout() == reference_layout::sharded) {
+      repartition_on(row_engine(), device_rows_, references.count,
+                     [&] { return rows_on_device(references, "references", staged_references_, references_there_); });
+      return;
+    }
     std::size_t const n = references.count;
     bool staged = false;
     double const start = MPI_Wtime();
@@ -173,16 +162,7 @@ class distributed_gpu_nearest : public distributed_nearest<gpu_searcher> {
     double const enqueued = MPI_Wtime() - start;
     update_in_parts(staged ? staged_references_.data() : references.latitude, staged ? staged_references_.data() + n : references.longitude,
                     n, staged_rows{this, staged, nullptr});
-    double const updated = MPI_Wtime();
-    if (routes_rows()) {  // the partition where the queries' rows are
-      run_everywhere(communicator(), "distributed_gpu_nearest::update", [&] {
-        detail::device_row_engine& engine = row_engine();
-        engine.from_host(splitters().data(), splitters().size(), engine.reserve(splitters_there_, splitters().size()));
-        engine.from_host(shard_ids().data(), shard_ids().size(), engine.reserve(shard_ids_there_, shard_ids().size()));
-        engine.wait();
-      });
-    }
-    stats().staging_seconds += enqueued + (MPI_Wtime() - updated);
+    stats().staging_seconds += enqueued;
   }
 
   /// The k = result.k nearest references (global ids, angles in radians) of this rank's observations
@@ -223,10 +203,24 @@ class distributed_gpu_nearest : public distributed_nearest<gpu_searcher> {
                      staged_rows{this, !host_in, host_out ? nullptr : &result});
     }
     double const returned = MPI_Wtime();
-    run_everywhere(communicator(), "distributed_gpu_nearest::query", [&] {  // the last parts' copies back
-      if (!host_out) { staging_stream_->sync(); }
+    run_everywhere(communicator(), "distributed_gpu_nearest::query", [&] {  // the copies back
+      if (!host_out) { row_engine().wait(); }
     });
     stats().staging_seconds += enqueued + (MPI_Wtime() - returned);
+  }
+
+ protected:
+  /// distributed_nearest's update() of packed host arrays: through the view path above (so that ranks
+  /// passing arrays and ranks passing views make the same collective calls).
+  void replace_references(double const* latitude, double const* longitude, std::size_t count) final
+  {
+    update(points_ref<double>::separate(latitude, longitude, count));
+  }
+  /// distributed_nearest's query() of packed host arrays: through the view path above.
+  void search_observations(double const* latitude, double const* longitude, std::size_t count, std::size_t k, std::int64_t* index,
+                           double* angle) final
+  {
+    query(points_ref<double>::separate(latitude, longitude, count), neighbors_ref<std::int64_t, double>::dense(index, angle, count, k));
   }
 
  private:
@@ -242,17 +236,8 @@ class distributed_gpu_nearest : public distributed_nearest<gpu_searcher> {
     detail::neighbor_rows rows{};
     bool result_there = false;
     run_everywhere(communicator(), "distributed_gpu_nearest::query", [&] {
-      expect_radians(observations.unit, "observations");
       detail::device_row_engine& engine = row_engine();
-      if (n > 0 && on_my_device(observations.latitude) && on_my_device(observations.longitude)) {
-        points = {observations.latitude, observations.longitude, observations.stride};
-      } else {
-        double* const packed = engine.reserve(observations_there_, 2 * n);
-        grow(staged_observations_, 2 * n);
-        rows_to_device(observations.latitude, observations.stride, n, staged_observations_.data(), packed);
-        rows_to_device(observations.longitude, observations.stride, n, staged_observations_.data() + n, packed + n);
-        points = {packed, packed + n, 1};
-      }
+      points = rows_on_device(observations, "observations", staged_observations_, observations_there_);
       result_there = n > 0 && on_my_device(result.index) && (result.distance == nullptr || on_my_device(result.distance));
       if (result_there) {
         rows = {result.index, result.distance, result.stride};
@@ -262,7 +247,7 @@ class distributed_gpu_nearest : public distributed_nearest<gpu_searcher> {
       engine.wait();
     });
     stats().staging_seconds += MPI_Wtime() - start;
-    sharded_query_on(row_engine(), device_rows_, points, n, k, rows, splitters_there_.data(), shard_ids_there_.data(),
+    sharded_query_on(row_engine(), device_rows_, points, n, k, rows,
                      [&](double const* latitude, double const* longitude, std::size_t count, std::int64_t* index, double* angle) {
                        if (count == 0) { return; }
                        searcher().search_on_device(points_ref<double>::separate(latitude, longitude, count, angle_unit::radians),
@@ -282,6 +267,24 @@ class distributed_gpu_nearest : public distributed_nearest<gpu_searcher> {
   {
     if (!row_engine_) { row_engine_ = std::make_unique<detail::device_row_engine>(searcher().device()); }
     return *row_engine_;
+  }
+
+  /// `points` (radians; `what` names them) as rows in the memory of the rank's GPU: a device view
+  /// where it is; a host view packed into `there` (latitudes, then longitudes) through the page-locked
+  /// `staged`, on the row engine's stream (returns without waiting).
+  detail::point_rows rows_on_device(points_ref<double> const& points, char const* what, pinned_buffer<double>& staged,
+                                    device_buffer<double>& there)
+  {
+    expect_radians(points.unit, what);
+    std::size_t const n = points.count;
+    if (n > 0 && on_my_device(points.latitude) && on_my_device(points.longitude)) {
+      return {points.latitude, points.longitude, points.stride};
+    }
+    double* const packed = row_engine().reserve(there, 2 * n);
+    grow(staged, 2 * n);
+    rows_to_device(points.latitude, points.stride, n, staged.data(), packed);
+    rows_to_device(points.longitude, points.stride, n, staged.data() + n, packed + n);
+    return {packed, packed + n, 1};
   }
 
   /// `count` values, one every `stride` from `from` (host, or the rank's GPU), packed into `to` on
@@ -335,10 +338,10 @@ class distributed_gpu_nearest : public distributed_nearest<gpu_searcher> {
     });
   }
 
-  /// distributed_nearest's staging hooks (update_in_parts, query_in_parts) over this object's
-  /// chunked copies: arrive() waits for the chunks holding the rows (unless `copying` is false: the
-  /// rows are host arrays already); leave() enqueues the copy of result rows back (with `result`
-  /// null: none, the results are the host arrays).
+  /// distributed_nearest's staging hooks (update_in_parts, query_in_parts) over stage_in() and
+  /// stage_out(): arrive() waits for the staged rows (unless `copying` is false: the rows are host
+  /// arrays already); leave() enqueues the copy of result rows back (with `result` null: none, the
+  /// results are the host arrays).
   struct staged_rows {
     distributed_gpu_nearest* owner;
     bool copying;
@@ -346,7 +349,7 @@ class distributed_gpu_nearest : public distributed_nearest<gpu_searcher> {
 
     void arrive(std::size_t begin, std::size_t end) const
     {
-      if (copying && end > begin) { owner->arrivals_[(end - 1) / owner->chunk_rows_].sync(); }
+      if (copying && end > begin) { owner->staged_in_->sync(); }
     }
     void leave(std::size_t begin, std::size_t end) const
     {
@@ -378,63 +381,49 @@ class distributed_gpu_nearest : public distributed_nearest<gpu_searcher> {
                           std::to_string(searcher().device()));
     return true;
   }
-  /// The staging stream and its scratch, made at the first staged call.
-  void prepare_staging()
-  {
-    if (!staging_stream_) { staging_stream_ = std::make_unique<stream>(searcher().device()); }
-  }
-  /// Enqueues the copies of the points into `to` (latitudes, then longitudes), chunk by chunk, each
-  /// chunk's end recorded in arrivals_; a strided device view is packed on the GPU first. Returns
-  /// without waiting.
+  /// Enqueues the copies of the points into `to` (latitudes, then longitudes) on the row engine's
+  /// stream, and records staged_in_ after them; a strided device view is packed on the GPU first.
+  /// Returns without waiting.
   void stage_in(points_ref<double> const& points, pinned_buffer<double>& to)
   {
     std::size_t const n = points.count;
     grow(to, 2 * n);
     if (n == 0) { return; }
-    device_guard const guard(searcher().device());
-    prepare_staging();
-    stream_ref const s = staging_stream_->ref();
-    bool const strided_device = points.stride != 1 && (!host_memory(points.latitude) || !host_memory(points.longitude));
-    if (strided_device && packed_.size() < 2 * n) { packed_ = device_buffer<double>(2 * n, s); }
-    std::size_t const chunks = (n + chunk_rows_ - 1) / chunk_rows_;
-    while (arrivals_.size() < chunks) { arrivals_.emplace_back(searcher().device()); }
-    for (std::size_t c = 0; c < chunks; ++c) {
-      std::size_t const begin = c * chunk_rows_, rows = std::min(chunk_rows_, n - begin);
-      for (auto [from, at] : {std::pair{points.latitude, std::size_t{0}}, std::pair{points.longitude, n}}) {
-        double const* source = from + begin * points.stride;
-        if (points.stride == 1) {
-          STREAMKIT_CUDA_TRY(cudaMemcpyAsync(to.data() + at + begin, source, rows * sizeof(double), cudaMemcpyDefault, s.value()));
-        } else if (host_memory(from)) {
-          STREAMKIT_CUDA_TRY(cudaMemcpy2DAsync(to.data() + at + begin, sizeof(double), source, points.stride * sizeof(double), sizeof(double),
-                                               rows, cudaMemcpyDefault, s.value()));
-        } else {
-          detail::launch_copy_strided_rows(source, points.stride, packed_.data() + at + begin, 1, rows, 1, s);
-          STREAMKIT_CUDA_TRY(cudaMemcpyAsync(to.data() + at + begin, packed_.data() + at + begin, rows * sizeof(double), cudaMemcpyDefault,
-                                             s.value()));
-        }
+    detail::device_row_engine& engine = row_engine();
+    device_guard const guard(engine.device());
+    stream_ref const s = engine.work_stream();
+    for (auto [from, at] : {std::pair{points.latitude, std::size_t{0}}, std::pair{points.longitude, n}}) {
+      if (points.stride == 1) {
+        STREAMKIT_CUDA_TRY(cudaMemcpyAsync(to.data() + at, from, n * sizeof(double), cudaMemcpyDefault, s.value()));
+      } else if (host_memory(from)) {
+        STREAMKIT_CUDA_TRY(
+          cudaMemcpy2DAsync(to.data() + at, sizeof(double), from, points.stride * sizeof(double), sizeof(double), n, cudaMemcpyDefault, s.value()));
+      } else {
+        double* const packed = engine.reserve(packed_, 2 * n);
+        detail::launch_copy_strided_rows(from, points.stride, packed + at, 1, n, 1, s);
+        STREAMKIT_CUDA_TRY(cudaMemcpyAsync(to.data() + at, packed + at, n * sizeof(double), cudaMemcpyDeviceToHost, s.value()));
       }
-      arrivals_[c].record(s);
     }
+    if (!staged_in_) { staged_in_.emplace(engine.device()); }
+    staged_in_->record(s);
   }
   /// Page-locked results and, for a strided device view, the device rows they go through.
   void prepare_stage_out(neighbors_ref<std::int64_t, double> const& result, std::size_t n)
   {
     std::size_t const k = result.k;
+    detail::device_row_engine& engine = row_engine();  // made here, before stage_out() runs on several threads
     grow(staged_index_, n * k), grow(staged_angle_, n * k);
-    device_guard const guard(searcher().device());
-    prepare_staging();
     if (result.stride != k && !host_memory(result.index)) {
-      if (unpacked_index_.size() < n * k) { unpacked_index_ = device_buffer<std::int64_t>(n * k, staging_stream_->ref()); }
-      if (result.distance != nullptr && unpacked_angle_.size() < n * k) {
-        unpacked_angle_ = device_buffer<double>(n * k, staging_stream_->ref());
-      }
+      engine.reserve(unpacked_index_, n * k);
+      if (result.distance != nullptr) { engine.reserve(unpacked_angle_, n * k); }
     }
   }
   /// Enqueues the copy of result rows [begin, end) to `result` (any thread; returns without waiting).
   void stage_out(neighbors_ref<std::int64_t, double> const& result, std::size_t begin, std::size_t end)
   {
-    device_guard const guard(searcher().device());
-    stream_ref const s = staging_stream_->ref();
+    detail::device_row_engine& engine = row_engine();
+    device_guard const guard(engine.device());
+    stream_ref const s = engine.work_stream();
     copy_rows_out(result.index, result.stride, staged_index_.data(), unpacked_index_.data(), begin, end, result.k, s);
     if (result.distance != nullptr) {
       copy_rows_out(result.distance, result.stride, staged_angle_.data(), unpacked_angle_.data(), begin, end, result.k, s);
@@ -466,23 +455,20 @@ class distributed_gpu_nearest : public distributed_nearest<gpu_searcher> {
     if (buffer.size() < count) { buffer = pinned_buffer<T>(count); }
   }
 
-  pinned_buffer<double> staged_references_, staged_observations_;
+  pinned_buffer<double> staged_references_, staged_observations_;  // host views on their way to the GPU (or from it)
   pinned_buffer<std::int64_t> staged_index_;
   pinned_buffer<double> staged_angle_;
-  std::size_t chunk_rows_ = staging_chunk;
-  std::unique_ptr<stream> staging_stream_;  // copies of staged views (made at the first)
-  std::vector<event> arrivals_;             // [chunk]: its rows are in the page-locked buffer
-  device_buffer<double> packed_;            // a strided device view, packed
-  device_buffer<std::int64_t> unpacked_index_;
-  device_buffer<double> unpacked_angle_;
-  // The sharded query's rows on the GPU (several ranks). The engine first: its buffers and those
-  // below free on its stream, which must outlive them.
+  std::optional<event> staged_in_;  // stage_in()'s copies are done (made at the first)
+  std::vector<event> arrivals_;     // rows_from_device(): [part] its rows are in the page-locked buffer
+  // The row engine (its stream runs the sharded rows' steps and the staging copies) before every
+  // device buffer: they free on its stream, which must outlive them.
   std::unique_ptr<detail::device_row_engine> row_engine_;
   detail::sharded_rows<detail::device_row_engine> device_rows_;
-  device_buffer<detail::keyed_id> splitters_there_;  // splitters() and shard_ids() on the GPU
-  device_buffer<std::int64_t> shard_ids_there_;
-  device_buffer<double> observations_there_;         // host observations, packed (latitudes, then longitudes)
-  device_buffer<std::int64_t> index_there_;          // the answers for host results, dense
+  device_buffer<double> packed_;  // a strided device view, packed
+  device_buffer<std::int64_t> unpacked_index_;
+  device_buffer<double> unpacked_angle_;
+  device_buffer<double> references_there_, observations_there_;  // host views, packed (latitudes, then longitudes)
+  device_buffer<std::int64_t> index_there_;                      // the answers for host results, dense
   device_buffer<double> angle_there_;
 };
 

@@ -24,11 +24,12 @@
 ///   meets the latitude-longitude cells within that bound (an owner with fewer than k references:
 ///   to every rank). Those return their k candidates to the owner, which keeps the k nearest (by
 ///   angle, then global id) and returns them to the observation's own rank, into its row.
-///   The work per observation (its key and owner, the partition into send buffers, the test whether
-///   its neighbourhood leaves the owner's range, placing its answer) runs on an engine
+///   The work per reference of the update (its key and rank, the send order) and per observation of
+///   the query (its key and owner, the partition into send buffers, the test whether its
+///   neighbourhood leaves the owner's range, placing its answer) runs on an engine
 ///   (detail/sharded_rows.hpp): the host threads here, the GPU in distributed_gpu_nearest; the
-///   exchanges, the cell walk of the few observations that leave their owner's range and the merges
-///   are the same for both. An observation's part never goes through MPI on its own rank.
+///   exchanges, the splitters, the cell walk of the few observations that leave their owner's range
+///   and the merges are the same for both. A rank's own part never goes through MPI.
 ///
 /// What runs each rank's own search is a template parameter (a GPU engine, or a CPU search in the
 /// host tests), so the exchange is the same whatever searches. A `Searcher` has
@@ -79,7 +80,7 @@ struct exchange_stats {
   double seconds = 0;                       ///< in the exchange's collectives (waiting for slower ranks included)
   double search_seconds = 0;                ///< in this rank's searcher: update, its prepare(); query, its searches
   /// in the routing: keys, splitters, owners, packing, reach tests, merging, placing results (host
-  /// threads; distributed_gpu_nearest's sharded query: the GPU's kernels, and its copies of the rows
+  /// threads; distributed_gpu_nearest's sharded layout: the GPU's kernels, and its copies of the rows
   /// between the GPU and MPI's host buffers)
   double host_seconds = 0;
   /// distributed_gpu_nearest: host arrays and device views copied between host and GPU (through
@@ -244,29 +245,24 @@ class distributed_nearest {
     expect_agreement(comm_, "distributed_nearest", {{"the reference layout", static_cast<std::uint64_t>(layout_)}});
   }
 
+  distributed_nearest(distributed_nearest&&) = default;
+  distributed_nearest& operator=(distributed_nearest&&) = default;
+  virtual ~distributed_nearest() = default;
+
   /// Replaces the references with this rank's part (radians, float64, packed host arrays; may be
   /// empty). Replicated: all-gathers every part. Sharded: repartitions all parts by space (one
-  /// all-gather of key samples, one all-to-all of the references). Collective.
-  void update(double const* latitude, double const* longitude, std::size_t count)
-  {
-    update_in_parts(latitude, longitude, count, detail::host_rows{});
-  }
+  /// all-gather of key samples, one all-to-all of the references). Collective. Not virtual: it calls
+  /// replace_references(), which a derived class overrides, so that an update through a reference
+  /// to this class does what the derived class's own does.
+  void update(double const* latitude, double const* longitude, std::size_t count) { replace_references(latitude, longitude, count); }
 
   /// The k nearest references (global ids, angles in radians) of this rank's `count` observations
   /// (radians, float64, packed host arrays) into index and angle (host), k per observation (row stride
-  /// k), in the observations' order. Collective.
+  /// k), in the observations' order. Collective. Not virtual: it calls search_observations(), as
+  /// update() calls replace_references().
   void query(double const* latitude, double const* longitude, std::size_t count, std::size_t k, std::int64_t* index, double* angle)
   {
-    if (routes_rows()) {
-      begin_query(k);
-      sharded_query_on(host_engine_, host_rows_, detail::point_rows{latitude, longitude, 1}, count, k, detail::neighbor_rows{index, angle, k},
-                       splitters_.data(), shard_id_.data(),
-                       [&](double const* lat, double const* lon, std::size_t n, std::int64_t* found, double* found_angle) {
-                         searcher_.search(lat, lon, n, k, found, found_angle);
-                       });
-      return;
-    }
-    query_in_parts(latitude, longitude, count, k, index, angle, detail::host_rows{});
+    search_observations(latitude, longitude, count, k, index, angle);
   }
 
   /// The number of references over all ranks (after an update()).
@@ -288,6 +284,29 @@ class distributed_nearest {
   [[nodiscard]] std::vector<detail::keyed_id> const& splitters() const noexcept { return splitters_; }
 
  protected:
+  /// update()'s work: the references in packed host arrays, through the host threads. A derived
+  /// class whose rows live elsewhere overrides it (and search_observations()) with its own path.
+  virtual void replace_references(double const* latitude, double const* longitude, std::size_t count)
+  {
+    update_in_parts(latitude, longitude, count, detail::host_rows{});
+  }
+
+  /// query()'s work: packed host arrays, the sharded query's work per observation on the host
+  /// threads.
+  virtual void search_observations(double const* latitude, double const* longitude, std::size_t count, std::size_t k,
+                                   std::int64_t* index, double* angle)
+  {
+    if (routes_rows()) {
+      begin_query(k);
+      sharded_query_on(host_engine_, host_rows_, detail::point_rows{latitude, longitude, 1}, count, k, detail::neighbor_rows{index, angle, k},
+                       [&](double const* lat, double const* lon, std::size_t n, std::int64_t* found, double* found_angle) {
+                         searcher_.search(lat, lon, n, k, found, found_angle);
+                       });
+      return;
+    }
+    query_in_parts(latitude, longitude, count, k, index, angle, detail::host_rows{});
+  }
+
   /// update() for a caller that moves the rows into the host arrays while the call runs (device
   /// views staged through page-locked buffers): `staging.arrive(begin, end)` returns once rows
   /// [begin, end) are there, and is called before they are read, on the host threads (several at
@@ -295,13 +314,14 @@ class distributed_nearest {
   template <class Staging>
   void update_in_parts(double const* latitude, double const* longitude, std::size_t count, Staging const& staging)
   {
-    stats_ = {};
-    offsets_ = global_offsets(comm_, count);
     if (layout_ == reference_layout::replicated) {
       replicate(latitude, longitude, count, staging);
-    } else {
-      repartition(latitude, longitude, count, staging);
+      return;
     }
+    repartition_on(host_engine_, host_rows_, count, [&] {
+      detail::parallel_ranges(count, threads_, [&](std::size_t begin, std::size_t end, std::size_t) { staging.arrive(begin, end); });
+      return detail::point_rows{latitude, longitude, 1};
+    });
   }
 
   /// Whether a query routes its observations between ranks (sharded, several ranks):
@@ -368,9 +388,17 @@ class distributed_nearest {
   }
 
  private:
+  /// What every update does first (collective): a fresh record, every rank's offset of global ids.
+  void begin_update(std::size_t count)
+  {
+    stats_ = {};
+    offsets_ = global_offsets(comm_, count);
+  }
+
   template <class Staging>
   void replicate(double const* latitude, double const* longitude, std::size_t count, Staging const& staging)
   {
+    begin_update(count);
     run_everywhere(comm_, "distributed_nearest::update", [&] { staging.arrive(0, count); });
     double mark = MPI_Wtime();
     std::vector<int> counts(static_cast<std::size_t>(info_.size));
@@ -392,82 +420,140 @@ class distributed_nearest {
     detail::lap(mark, stats_.search_seconds);
   }
 
-  template <class Staging>
-  void repartition(double const* latitude, double const* longitude, std::size_t count, Staging const& staging)
+  /// The shard's global ids on `engine` (rows.shard_id), with the splitters (rows.splitters), stamped
+  /// with this update's count: from the host's copies, when the rows hold another update's partition
+  /// (a query on rows that the last update did not write). Inside a collective.
+  template <class Engine>
+  void mirror_partition(Engine& engine, detail::sharded_rows<Engine>& rows)
   {
+    engine.from_host(splitters_.data(), splitters_.size(), engine.reserve(rows.splitters, splitters_.size()));
+    engine.from_host(shard_id_.data(), shard_id_.size(), engine.reserve(rows.shard_id, shard_id_.size()));
+    engine.wait();
+    rows.partition_stamp = partition_stamp_;
+  }
+
+ protected:
+  /// The sharded layout's update (collective): this rank's `count` references repartitioned by space,
+  /// the work per reference (its key and rank, the send order) on `engine` with the working memory
+  /// `rows`. `points_there()` returns the references in the engine's memory; it is called once, inside
+  /// a collective, before any of them is read, and its time is staging. Afterwards the shard is in
+  /// host memory (shard_ids(); the searcher prepared from it) and, stamped with this update, its ids
+  /// and the splitters in `rows` on the engine (what sharded_query_on() on the same rows reads).
+  template <class Engine, class PointsThere>
+  void repartition_on(Engine& engine, detail::sharded_rows<Engine>& rows, std::size_t count, PointsThere const& points_there)
+  {
+    if (layout_ != reference_layout::sharded) { throw std::logic_error("distributed_nearest::repartition_on: the layout is replicated"); }
+    begin_update(count);
     auto const ranks = static_cast<std::size_t>(info_.size);
     auto const me = static_cast<std::size_t>(info_.rank);
-    auto const first_id = offsets_[me];
+    std::uint64_t const first_id = offsets_[me];
+    std::size_t const taken = detail::sample_count(count);
     double mark = MPI_Wtime();
-    reference_keys_.resize(count);
+    detail::point_rows points{};
     run_everywhere(comm_, "distributed_nearest::update", [&] {
-      detail::parallel_ranges(count, threads_, [&](std::size_t begin, std::size_t end, std::size_t) {
-        staging.arrive(begin, end);
-        for (std::size_t i = begin; i < end; ++i) { reference_keys_[i] = detail::space_key(latitude[i], longitude[i]); }
-      });
+      detail::expect_row_numbers(count, "distributed_nearest::update: references");
+      points = points_there();
+      detail::lap(mark, stats_.staging_seconds);
+      engine.for_each(taken, detail::sample_keys_of{points, count, engine.reserve(rows.sample_key, taken)});
+      engine.to_host(rows.sample_key.data(), taken, engine.reserve(rows.sample_key_host, taken));
+      engine.wait();
     });
     // Splitters from every rank's samples of its references and of its last query's observations.
-    std::vector<detail::key_sample> samples = observation_samples_;
+    samples_.assign(observation_samples_.begin(), observation_samples_.end());
+    std::uint64_t const* const sample_key = rows.sample_key_host.data();
     detail::sample_keys(
-      count, true, [&](std::size_t s) { return reference_keys_[detail::sample_row(s, count)]; },
-      [&](std::size_t s) { return first_id + detail::sample_row(s, count); }, samples);
+      count, true, [&](std::size_t s) { return sample_key[s]; }, [&](std::size_t s) { return first_id + detail::sample_row(s, count); },
+      samples_);
     detail::lap(mark, stats_.host_seconds);
-    int const mine = detail::mpi_count(samples.size() * sizeof(detail::key_sample), "update");
-    std::vector<int> sample_bytes(ranks);
-    mpi_check(MPI_Allgather(&mine, 1, MPI_INT, sample_bytes.data(), 1, MPI_INT, comm_), "MPI_Allgather");
-    auto const sample_at = detail::displacements(sample_bytes);
-    std::vector<detail::key_sample> all_samples(static_cast<std::size_t>(sample_at.back() + sample_bytes.back()) / sizeof(detail::key_sample));
-    mpi_check(MPI_Allgatherv(samples.data(), mine, MPI_BYTE, all_samples.data(), sample_bytes.data(), sample_at.data(), MPI_BYTE, comm_),
+    int const mine = detail::mpi_count(samples_.size() * sizeof(detail::key_sample), "update");
+    counts_.receive_count.resize(ranks), counts_.receive_at.resize(ranks);
+    mpi_check(MPI_Allgather(&mine, 1, MPI_INT, counts_.receive_count.data(), 1, MPI_INT, comm_), "MPI_Allgather");
+    std::size_t sample_total = 0;
+    for (std::size_t r = 0; r < ranks; ++r) {
+      counts_.receive_at[r] = detail::mpi_count(sample_total, "update");
+      sample_total += static_cast<std::size_t>(counts_.receive_count[r]);
+    }
+    all_samples_.resize(sample_total / sizeof(detail::key_sample));
+    mpi_check(MPI_Allgatherv(samples_.data(), mine, MPI_BYTE, all_samples_.data(), counts_.receive_count.data(), counts_.receive_at.data(),
+                             MPI_BYTE, comm_),
               "MPI_Allgatherv");
     detail::lap(mark, stats_.seconds);
-    splitters_ = detail::choose_splitters(std::move(all_samples), ranks);
+    splitters_ = detail::choose_splitters(all_samples_, ranks);
+    ++partition_stamp_;
 
-    // Each reference to the rank of its range, in order: a shard holds its references by global id.
-    routes_.route(count, ranks, threads_, [&](std::size_t i, std::size_t, auto&& send) {
-      send(detail::rank_of(splitters_, {reference_keys_[i], first_id + i}));
-    });
-    gather_points(routes_, latitude, longitude, to_shards_);
-    outgoing_id_.resize(routes_.total());
-    routes_.for_each([&](std::size_t slot, std::size_t i, std::size_t, std::size_t) { outgoing_id_[slot] = static_cast<std::int64_t>(first_id + i); });
-    detail::lap(mark, stats_.host_seconds);
+    // Each reference to the rank of its range, in order, so that a shard holds its references by
+    // global id: the send order on the engine, and all of it to the host (the own part too: the
+    // searcher prepares from host arrays).
     detail::segments& out = shards_out_;
     detail::segments& in = shards_in_;
-    out.size = routes_.counts();
+    run_everywhere(comm_, "distributed_nearest::update", [&] {
+      detail::keyed_id* const splitters = engine.reserve(rows.splitters, splitters_.size());
+      engine.from_host(splitters_.data(), splitters_.size(), splitters);
+      std::uint32_t* const owner = engine.reserve(rows.owner, count);
+      engine.for_each(count, detail::reference_owners{points, first_id, splitters, ranks, owner});
+      rows.bins.resize(ranks);
+      engine.partition(owner, count, ranks, engine.reserve(rows.order, count), rows.bins.data());
+      out.size.assign(rows.bins.begin(), rows.bins.end());
+      out.place();
+      double* const latitude = engine.reserve(rows.send_latitude, count);
+      double* const longitude = engine.reserve(rows.send_longitude, count);
+      std::int64_t* const id = engine.reserve(rows.send_id, count);
+      engine.for_each(count, detail::fill_references{points, rows.order.data(), first_id, latitude, longitude, id});
+      engine.to_host(latitude, count, engine.reserve(rows.outgoing_latitude, count));
+      engine.to_host(longitude, count, engine.reserve(rows.outgoing_longitude, count));
+      engine.to_host(id, count, engine.reserve(rows.outgoing_id, count));
+      engine.wait();
+    });
+    detail::lap(mark, stats_.host_seconds);
     detail::exchange_sizes(out, in, counts_, comm_);
     std::size_t const held = in.total();
     shard_latitude_.resize(held), shard_longitude_.resize(held), shard_id_.resize(held);
-    detail::exchange_segments(to_shards_.latitude.data(), out, shard_latitude_.data(), in, 1, me, counts_, comm_);
-    detail::exchange_segments(to_shards_.longitude.data(), out, shard_longitude_.data(), in, 1, me, counts_, comm_);
-    detail::exchange_segments(outgoing_id_.data(), out, shard_id_.data(), in, 1, me, counts_, comm_);
-    std::copy_n(to_shards_.latitude.data() + out.at[me], out.size[me], shard_latitude_.data() + in.at[me]);
-    std::copy_n(to_shards_.longitude.data() + out.at[me], out.size[me], shard_longitude_.data() + in.at[me]);
-    std::copy_n(outgoing_id_.data() + out.at[me], out.size[me], shard_id_.data() + in.at[me]);
+    run_everywhere(comm_, "distributed_nearest::update", [&] { engine.reserve(rows.incoming_id, held); });
+    detail::exchange_segments(rows.outgoing_latitude.data(), out, shard_latitude_.data(), in, 1, me, counts_, comm_);
+    detail::exchange_segments(rows.outgoing_longitude.data(), out, shard_longitude_.data(), in, 1, me, counts_, comm_);
+    detail::exchange_segments(rows.outgoing_id.data(), out, rows.incoming_id.data(), in, 1, me, counts_, comm_);
     std::uint64_t const held_here = held;
     shard_sizes_.resize(ranks);
     mpi_check(MPI_Allgather(&held_here, 1, MPI_UINT64_T, shard_sizes_.data(), 1, MPI_UINT64_T, comm_), "MPI_Allgather");
     detail::lap(mark, stats_.seconds);
 
+    // The own part into the shard on the host threads; the shard's ids to the engine (the own part
+    // from its send buffer there).
+    run_everywhere(comm_, "distributed_nearest::update", [&] {
+      std::int64_t const* const incoming_id = rows.incoming_id.data();
+      std::int64_t* const ids_there = engine.reserve(rows.shard_id, held);
+      engine.copy(rows.send_id.data() + out.at[me], out.size[me], ids_there + in.at[me]);
+      detail::other_ranks_parts(in, me, [&](std::size_t begin, std::size_t n) {
+        engine.from_host(incoming_id + begin, n, ids_there + begin);
+        detail::parallel_copy(incoming_id + begin, n, shard_id_.data() + begin, threads_);
+      });
+      detail::parallel_copy(rows.outgoing_latitude.data() + out.at[me], out.size[me], shard_latitude_.data() + in.at[me], threads_);
+      detail::parallel_copy(rows.outgoing_longitude.data() + out.at[me], out.size[me], shard_longitude_.data() + in.at[me], threads_);
+      detail::parallel_copy(rows.outgoing_id.data() + out.at[me], out.size[me], shard_id_.data() + in.at[me], threads_);
+      engine.wait();
+      rows.partition_stamp = partition_stamp_;
+    });
+    detail::lap(mark, stats_.host_seconds);
+
     std::uint64_t const kept = out.size[me];
-    std::uint64_t const samples_in = all_sample_count(sample_bytes) - samples.size();
-    stats_.bytes_sent = (count - kept) * reference_bytes + samples.size() * sizeof(detail::key_sample) * (ranks - 1);
+    std::uint64_t const samples_in = all_samples_.size() - samples_.size();
+    stats_.bytes_sent = (count - kept) * reference_bytes + samples_.size() * sizeof(detail::key_sample) * (ranks - 1);
     stats_.bytes_received = (held - kept) * reference_bytes + samples_in * sizeof(detail::key_sample);
     stats_.references_held = held;
-    run_everywhere(comm_, "distributed_nearest::update",
-                   [&] { searcher_.prepare(shard_latitude_.data(), shard_longitude_.data(), shard_latitude_.size()); });
+    run_everywhere(comm_, "distributed_nearest::update", [&] { searcher_.prepare(shard_latitude_.data(), shard_longitude_.data(), held); });
     detail::lap(mark, stats_.search_seconds);
   }
 
- protected:
   /// The sharded query at several ranks (routes_rows()), its work per observation on `engine`
   /// (detail/sharded_rows.hpp) with the working memory `rows`: the observations `points` and the
-  /// result rows `result` (k per row) in the engine's memory, as are `splitters_there` and
-  /// `shard_ids_there` (splitters() and shard_ids()); `search_rows(latitude, longitude, count, index,
-  /// angle)` searches `count` packed rows there in this rank's shard (local ids, k per row), and may
-  /// throw. After begin_query(). Collective.
+  /// result rows `result` (k per row) in the engine's memory; `search_rows(latitude, longitude, count,
+  /// index, angle)` searches `count` packed rows there in this rank's shard (local ids, k per row), and
+  /// may throw. The partition comes from `rows` when the last update wrote it there
+  /// (repartition_on() on the same rows), else from the host's copies. After begin_query().
+  /// Collective.
   template <class Engine, class SearchRows>
   void sharded_query_on(Engine& engine, detail::sharded_rows<Engine>& rows, detail::point_rows points, std::size_t count, std::size_t k,
-                        detail::neighbor_rows result, detail::keyed_id const* splitters_there, std::int64_t const* shard_ids_there,
-                        SearchRows const& search_rows)
+                        detail::neighbor_rows result, SearchRows const& search_rows)
   {
     auto const ranks = static_cast<std::size_t>(info_.size);
     auto const me = static_cast<std::size_t>(info_.rank);
@@ -482,8 +568,9 @@ class distributed_nearest {
     std::size_t const taken = detail::sample_count(count);
     run_everywhere(comm_, "distributed_nearest::query", [&] {
       detail::expect_row_numbers(count, "distributed_nearest::query: observations");
+      if (rows.partition_stamp != partition_stamp_) { mirror_partition(engine, rows); }
       std::uint32_t* const owner = engine.reserve(rows.owner, count);
-      engine.for_each(count, detail::find_owners{points, splitters_there, ranks, owner});
+      engine.for_each(count, detail::find_owners{points, rows.splitters.data(), ranks, owner});
       rows.bins.resize(ranks + 1);
       engine.partition(owner, count, ranks + 1, engine.reserve(rows.order, count), rows.bins.data());
       out.size.assign(rows.bins.begin(), rows.bins.begin() + static_cast<std::ptrdiff_t>(ranks));
@@ -545,7 +632,7 @@ class distributed_nearest {
       std::int64_t* const found = engine.reserve(rows.found_index, visitors * k);
       double* const found_angle = engine.reserve(rows.found_angle, visitors * k);
       search_rows(latitude, longitude, visitors, found, found_angle);
-      engine.for_each(visitors * k, detail::global_ids{found, shard_ids_there});
+      engine.for_each(visitors * k, detail::global_ids{found, rows.shard_id.data()});
       engine.wait();
     });
     detail::lap(mark, stats_.search_seconds);
@@ -693,13 +780,6 @@ class distributed_nearest {
       }
     });
   }
-  static std::size_t all_sample_count(std::vector<int> const& bytes)
-  {
-    std::size_t total = 0;
-    for (int b : bytes) { total += static_cast<std::size_t>(b) / sizeof(detail::key_sample); }
-    return total;
-  }
-
   static constexpr std::uint64_t point_bytes = 2 * sizeof(double);
   static constexpr std::uint64_t reference_bytes = point_bytes + sizeof(std::int64_t);
 
@@ -714,23 +794,24 @@ class distributed_nearest {
   std::vector<double> all_latitude_, all_longitude_;
   // Sharded: the partition and this rank's shard (by global id).
   std::vector<detail::keyed_id> splitters_;
+  std::uint64_t partition_stamp_ = 0;                 // the sharded update()s so far: which one the rows' copies hold
   std::vector<std::uint64_t> shard_sizes_;            // every rank's
   std::vector<double> shard_latitude_, shard_longitude_;
   std::vector<std::int64_t> shard_id_;
   std::vector<detail::key_sample> observation_samples_;  // of the last query, for the next splitters
   // Working memory, kept so that a loop of steps of one size allocates nothing; one buffer per use, so
   // that none shrinks and grows again (a vector's growth writes every new element, on one thread).
-  std::vector<std::uint64_t> reference_keys_;
+  std::vector<detail::key_sample> samples_, all_samples_;  // the update's splitter samples: this rank's, every rank's
   detail::alltoall_counts counts_;
-  detail::routed_items routes_, helpers_;
+  detail::routed_items helpers_;
   detail::segments shards_out_, shards_in_, owners_out_, owners_in_, helpers_out_, helpers_in_;
   std::vector<std::size_t> seen_;                     // [part * ranks + rank]: last flagged visitor sent there
   std::vector<detail::candidate> merged_;             // k per part
-  outgoing_points to_shards_, to_helpers_;
+  outgoing_points to_helpers_;
   std::vector<double> guest_latitude_, guest_longitude_;
-  std::vector<std::int64_t> outgoing_id_, guest_found_, answer_index_;
+  std::vector<std::int64_t> guest_found_, answer_index_;
   std::vector<double> guest_angle_, answer_angle_;
-  detail::host_row_engine host_engine_;               // query()'s rows: host arrays, the host threads
+  detail::host_row_engine host_engine_;               // the rows of update() and query() here: host arrays, the host threads
   detail::sharded_rows<detail::host_row_engine> host_rows_;
 };
 

@@ -77,6 +77,14 @@ void parallel_ranges(std::size_t count, std::size_t threads, Body const& body)
   }
 }
 
+/// std::copy_n of `count` values on the host threads (the own part of an exchange, host rows: one
+/// thread copies about 10 GB/s, a fraction of what the node's memory moves).
+template <class T>
+void parallel_copy(T const* from, std::size_t count, T* to, std::size_t threads)
+{
+  parallel_ranges(count, threads, [&](std::size_t begin, std::size_t end, std::size_t) { std::copy(from + begin, from + end, to + begin); });
+}
+
 }  // namespace streamkit::distributed::detail
 
 namespace streamkit::distributed::detail {

@@ -79,6 +79,41 @@ struct find_owners {
   }
 };
 
+/// owner[i]: the rank whose range holds reference i, whose global id is first_id + i, under the
+/// ranks − 1 splitters (an invalid reference too: its key is `nowhere`, and no search returns it).
+struct reference_owners {
+  point_rows points;
+  std::uint64_t first_id;
+  keyed_id const* splitters;
+  std::size_t ranks;
+  std::uint32_t* owner;
+
+  STREAMKIT_HOST_DEVICE void operator()(std::size_t i) const
+  {
+    std::uint64_t const key = space_key(points.latitude[i * points.stride], points.longitude[i * points.stride]);
+    owner[i] = static_cast<std::uint32_t>(rank_of(splitters, ranks - 1, keyed_id{key, first_id + i}));
+  }
+};
+
+/// Slot s of the references' send order (order[s]: the references by rank, each rank's in order):
+/// the reference's coordinates and global id into the packed send buffers.
+struct fill_references {
+  point_rows points;
+  std::uint32_t const* order;
+  std::uint64_t first_id;
+  double* latitude;
+  double* longitude;
+  std::int64_t* id;
+
+  STREAMKIT_HOST_DEVICE void operator()(std::size_t s) const
+  {
+    std::size_t const i = order[s];
+    latitude[s] = points.latitude[i * points.stride];
+    longitude[s] = points.longitude[i * points.stride];
+    id[s] = static_cast<std::int64_t>(first_id + i);
+  }
+};
+
 /// Slot s of the send order (order[s]: the valid rows by owner): its row's coordinates into the
 /// packed send buffer, and the row's slot into slot_of.
 struct fill_slots {
@@ -267,19 +302,19 @@ class host_row_engine {
   }
 
   template <class T>
-  static void to_host(T const* from, std::size_t count, T* to)
+  void to_host(T const* from, std::size_t count, T* to) const
   {
-    std::copy_n(from, count, to);
+    parallel_copy(from, count, to, threads_);
   }
   template <class T>
-  static void from_host(T const* from, std::size_t count, T* to)
+  void from_host(T const* from, std::size_t count, T* to) const
   {
-    std::copy_n(from, count, to);
+    parallel_copy(from, count, to, threads_);
   }
   template <class T>
-  static void copy(T const* from, std::size_t count, T* to)
+  void copy(T const* from, std::size_t count, T* to) const
   {
-    std::copy_n(from, count, to);
+    parallel_copy(from, count, to, threads_);
   }
   static void wait() {}
 
@@ -297,20 +332,29 @@ struct sharded_rows {
   template <class T>
   using host_buffer = typename Engine::template host_buffer<T>;
 
+  // The partition of the update that partition_stamp names (distributed_nearest's count of
+  // update()s; 0: none): its splitters and the global ids of the shard's references, in the
+  // engine's memory. sharded_query_on() refreshes them when they are another update()'s.
+  buffer<keyed_id> splitters;
+  buffer<std::int64_t> shard_id;
+  std::uint64_t partition_stamp = 0;
+
   // In the engine's memory.
   buffer<std::uint32_t> owner, order, slot_of, selected;
   buffer<std::uint8_t> flag;
   buffer<std::uint64_t> sample_key;
-  buffer<double> send_latitude, send_longitude;        // the valid rows in send order (by owner)
+  buffer<double> send_latitude, send_longitude;        // the valid rows (references: all) in send order (by owner)
+  buffer<std::int64_t> send_id;                        // update(): the references' global ids in send order
   buffer<double> visitor_latitude, visitor_longitude;  // the rows this rank owns, by sending rank
   buffer<std::int64_t> found_index, home_index, flagged_index;
   buffer<double> found_angle, home_angle, flagged_angle, flagged_latitude, flagged_longitude;
   // On the host, for MPI (the parts of the rows above that go to or come from other ranks).
   host_buffer<std::uint64_t> sample_key_host;
   host_buffer<double> outgoing_latitude, outgoing_longitude, incoming_latitude, incoming_longitude;
+  host_buffer<std::int64_t> outgoing_id, incoming_id;  // update(): the references' global ids
   host_buffer<std::int64_t> answer_index_out, answer_index_in, flagged_index_host;
   host_buffer<double> answer_angle_out, answer_angle_in, flagged_angle_host, flagged_latitude_host, flagged_longitude_host;
-  std::vector<std::size_t> bins;  // rows per owner (and invalid), from partition()
+  std::vector<std::size_t> bins;  // rows per owner (queries: and invalid), from partition()
 };
 
 }  // namespace streamkit::distributed::detail
