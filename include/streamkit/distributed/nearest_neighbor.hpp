@@ -498,7 +498,7 @@ class distributed_nearest {
       double* const latitude = engine.reserve(rows.send_latitude, count);
       double* const longitude = engine.reserve(rows.send_longitude, count);
       std::int64_t* const id = engine.reserve(rows.send_id, count);
-      engine.for_each(count, detail::fill_references{points, rows.order.data(), first_id, latitude, longitude, id});
+      engine.for_each(count, detail::fill_slots{points, rows.order.data(), latitude, longitude, nullptr, first_id, id});
       engine.to_host(latitude, count, engine.reserve(rows.outgoing_latitude, count));
       engine.to_host(longitude, count, engine.reserve(rows.outgoing_longitude, count));
       engine.to_host(id, count, engine.reserve(rows.outgoing_id, count));
@@ -577,7 +577,7 @@ class distributed_nearest {
       out.place();
       std::size_t const valid = out.total();
       engine.for_each(valid, detail::fill_slots{points, rows.order.data(), engine.reserve(rows.send_latitude, valid),
-                                                engine.reserve(rows.send_longitude, valid), engine.reserve(rows.slot_of, count)});
+                                                engine.reserve(rows.send_longitude, valid), engine.reserve(rows.slot_of, count), 0, nullptr});
       engine.for_each(taken, detail::sample_keys_of{points, count, engine.reserve(rows.sample_key, taken)});
       engine.to_host(rows.sample_key.data(), taken, engine.reserve(rows.sample_key_host, taken));
       double* const outgoing_latitude = engine.reserve(rows.outgoing_latitude, valid);

@@ -95,14 +95,16 @@ struct reference_owners {
   }
 };
 
-/// Slot s of the references' send order (order[s]: the references by rank, each rank's in order):
-/// the reference's coordinates and global id into the packed send buffers.
-struct fill_references {
+/// Slot s of the send order (order[s]: the rows by rank, each rank's in order; a query's valid rows,
+/// an update's references): its row's coordinates into the packed send buffers, and the row's slot
+/// into slot_of (queries) or its global id, first_id + the row, into id (updates); either may be null.
+struct fill_slots {
   point_rows points;
   std::uint32_t const* order;
-  std::uint64_t first_id;
   double* latitude;
   double* longitude;
+  std::uint32_t* slot_of;
+  std::uint64_t first_id;
   std::int64_t* id;
 
   STREAMKIT_HOST_DEVICE void operator()(std::size_t s) const
@@ -110,25 +112,8 @@ struct fill_references {
     std::size_t const i = order[s];
     latitude[s] = points.latitude[i * points.stride];
     longitude[s] = points.longitude[i * points.stride];
-    id[s] = static_cast<std::int64_t>(first_id + i);
-  }
-};
-
-/// Slot s of the send order (order[s]: the valid rows by owner): its row's coordinates into the
-/// packed send buffer, and the row's slot into slot_of.
-struct fill_slots {
-  point_rows points;
-  std::uint32_t const* order;
-  double* latitude;
-  double* longitude;
-  std::uint32_t* slot_of;
-
-  STREAMKIT_HOST_DEVICE void operator()(std::size_t s) const
-  {
-    std::size_t const i = order[s];
-    latitude[s] = points.latitude[i * points.stride];
-    longitude[s] = points.longitude[i * points.stride];
-    slot_of[i] = static_cast<std::uint32_t>(s);
+    if (slot_of != nullptr) { slot_of[i] = static_cast<std::uint32_t>(s); }
+    if (id != nullptr) { id[s] = static_cast<std::int64_t>(first_id + i); }
   }
 };
 
