@@ -190,7 +190,7 @@ void check_every_engine(point_set const& obs_points, point_set const& ref_points
     expect_radius(told, obs.seen, refs.seen, radii, scale, true, true);
     EXPECT_EQ(told.index, first.index) << "two calls, largest row told, vs blocking";
     EXPECT_EQ(told.distance, sorted.distance) << "distances: largest row told or not";
-    if (understate) {  // rows longer than told: sorted in place by one lane (slow under the sanitizers: one test does it)
+    if (understate) {  // rows longer than told: sorted in place in global memory by a warp (slower: one test does it)
       auto const understated = radius_two_calls<Index, T>(index, obs.points, r, true, s, 3);
       EXPECT_EQ(understated.index, first.index) << "two calls, largest row understated 3 times, vs blocking";
       EXPECT_EQ(understated.distance, sorted.distance) << "distances: largest row understated or not";
@@ -242,8 +242,8 @@ TEST_F(Radius, UniformRadiansInt32AndEmptyRows)
 
 TEST_F(Radius, RowsOfHundredsSortedByAWarp)
 {
-  // Rows of a few hundred (shared-memory sort when the largest row is told, one lane's in-place sort
-  // when it is understated), small enough for the sanitizers.
+  // Rows of a few hundred (sorted in registers by a warp when the largest row is told, in place in
+  // global memory when it is understated), small enough for the sanitizers.
   radius_options r;
   r.radius = 1.5;  // radians: about 46 % of the references per row
   check_every_engine<float>(uniform_points(40, rng), uniform_points(700, rng), r, options_in(streamkit::distance_unit::radians), {},
@@ -743,7 +743,7 @@ TEST_F(Radius, RowsOfEveryLengthClassSortedAndCopied)
   // classes in each warp, on every engine: blocking, two calls (kept rows copied, the others searched
   // again; largest row told or unknown; unsorted), a fill that searches every row and sorts every
   // class; each against the CPU float64 brute force, and the same rows everywhere; on the tree, the
-  // largest row understated (the rows above 2048 sorted in place by one lane).
+  // largest row understated (the rows above 2048 sorted in place in global memory by a warp).
   class_rows_data const d = class_rows_data_of(3, rng);
   std::vector<std::pair<std::size_t, std::size_t>> positions;
   for (std::size_t c = 0; c < d.near.size(); ++c) {

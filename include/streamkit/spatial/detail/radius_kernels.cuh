@@ -464,18 +464,29 @@ __device__ __forceinline__ bool key_before(std::uint64_t chord_a, std::uint32_t 
   return chord_a < chord_b || (chord_a == chord_b && id_a < id_b);
 }
 
-/// Sorts `count` keys in place by (high, low), one thread.
-__device__ inline void insertion_sort(tree_key* keys, std::size_t count)
+/// Sorts `count` keys in place by (high, low), one warp (every lane calls it): a bitonic network for
+/// any count, each merge beginning with the mirrored places of its span (k − 1 − i against i), so
+/// that every compare-exchange keeps the smaller key in the lower place and the places from count on
+/// (virtual largest keys) are never touched. The lanes see each other's writes after each step.
+__device__ inline void warp_sort_in_place(tree_key* keys, std::size_t count)
 {
   auto const before = [](tree_key const& a, tree_key const& b) { return a.high < b.high || (a.high == b.high && a.low < b.low); };
-  for (std::size_t e = 1; e < count; ++e) {
-    tree_key const key = keys[e];
-    std::size_t at = e;
-    while (at > 0 && before(key, keys[at - 1])) {
-      keys[at] = keys[at - 1];
-      --at;
+  unsigned const lane = threadIdx.x % 32;
+  for (std::size_t k = 2; k / 2 < count; k *= 2) {
+    std::size_t const pairs = (count + k - 1) / k * (k / 2);  // of every span of k places that holds a key
+    for (std::size_t j = k / 2; j > 0; j /= 2) {
+      for (std::size_t t = lane; t < pairs; t += 32) {
+        std::size_t const a = t / j * 2 * j + t % j;
+        std::size_t const b = j == k / 2 ? a - t % j + k - 1 - t % j : a + j;  // the mirror, then the half-cleaners
+        if (b >= count) { continue; }
+        tree_key const key_a = keys[a], key_b = keys[b];
+        if (before(key_b, key_a)) {
+          keys[a] = key_b;
+          keys[b] = key_a;
+        }
+      }
+      __syncwarp();
     }
-    keys[at] = key;
   }
 }
 
@@ -657,17 +668,16 @@ struct radius_sorted_rows {
     write_sorted_entry(at, id, lat, lon, coordinates, m, index, distance, scale);
   }
   /// Row i longer than a kernel's room (the caller's largest_row understated it): its unwritten keys
-  /// set to the last key, sorted in place by one lane, slowly, and written by the warp.
+  /// set to the last key, sorted in place in global memory by the warp (warp_sort_in_place: slower
+  /// than the kernels' own sorts), and written by it.
   __device__ void sort_in_place(std::size_t i) const
   {
     unsigned const lane = threadIdx.x % 32;
     auto const first = static_cast<std::size_t>(offsets[i]);
     auto const count = static_cast<std::size_t>(length(i));
-    if (lane == 0) {
-      for (std::size_t e = written(i); e < count; ++e) { keys[first + e] = tree_key{~0ull, ~0ull}; }
-      insertion_sort(keys + first, count);
-    }
+    for (std::size_t e = written(i) + lane; e < count; e += 32) { keys[first + e] = tree_key{~0ull, ~0ull}; }
     __syncwarp();
+    warp_sort_in_place(keys + first, count);
     double lat, lon;
     observation(i, lat, lon);
     for (std::size_t e = lane; e < count; e += 32) { write(first + e, static_cast<std::uint32_t>(keys[first + e].low), lat, lon); }
@@ -684,7 +694,7 @@ __device__ __forceinline__ void split_sort_key(tree_key const& key, std::uint64_
 
 /// Calls sort(i) with the whole warp for each row i (of a warp's 32 at a time) whose length is in
 /// (lower, upper]; when `last`, sorts the rows above upper in place (the longest rows, longer than
-/// the caller said: slowly).
+/// the caller said: slowly, by the warp).
 template <class Index, class T, class Sort>
 __device__ void for_each_row_of_class(radius_sorted_rows<Index, T> const& s, std::int64_t lower, std::int64_t upper, bool last, Sort&& sort)
 {
