@@ -47,15 +47,15 @@ struct radius_neighbors_ref {
   std::size_t capacity = 0;                     ///< elements `index` (and `distance`) hold: at least offsets[count]
   unsigned long long* invalid_count = nullptr;  ///< optional device counter of invalid observations (added to)
   /// Optional: the largest row (offsets[i + 1] − offsets[i]), when the caller has read the offsets; 0:
-  /// unknown. Up to radius_small_row, a sorted fill sorts each row by one warp (rows of up to 32
-  /// several a warp; in registers up to 512 entries, in shared memory above) instead of
+  /// unknown. Up to radius_small_row, a sorted fill sorts each row in registers (rows of up to 32
+  /// several a warp; up to 512 entries one warp, longer ones the warps of a block) instead of
   /// radix-sorting the whole result, and copies the rows the offsets pass kept
   /// (radius_queries.cuh) instead of searching them again.
   std::size_t largest_row = 0;
 };
 
-/// The largest row that a sorted fill told radius_neighbors_ref::largest_row sorts row by row (one
-/// warp each, in launches by row length); the blocking radius_query() tells it.
+/// The largest row that a sorted fill told radius_neighbors_ref::largest_row sorts row by row (in
+/// launches by row length); the blocking radius_query() tells it.
 inline constexpr std::size_t radius_small_row = 4096;
 
 /// The result of a blocking radius query, in device memory from the index's memory resource:

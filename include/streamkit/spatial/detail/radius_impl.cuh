@@ -104,43 +104,37 @@ inline int radius_sort_end_bit(std::size_t rows)
 /// Sorts and writes the rows of a sorted fill (radius_sorted_rows) of at most `largest_row` entries
 /// (radius_small_row at most; a longer row is still sorted, slowly), one launch per size class, so
 /// that no launch's occupancy is set by rows longer than its own: up to 32 entries several rows a
-/// warp, then (16 · Keys, 32 · Keys] in registers for Keys = 2, 4 … radius_register_sort_keys, then
-/// (room / 2, room] in shared memory for room = 1024, 2048 … (up to 4 warps a block, as many as the
-/// device's shared memory per block holds at 12 bytes an entry). Each launch reads every row's
-/// length and sorts those of its class.
+/// warp, then (16 · Keys, 32 · Keys] in registers by a warp for Keys = 2, 4 … radius_register_sort_keys,
+/// then (room / 2, room] in the registers of room / (32 · radius_register_sort_keys) warps for room
+/// = 1024, 2048, 4096. Each launch reads every row's length and sorts those of its class.
 template <class Index, class T>
-void sort_rows(radius_sorted_rows<Index, T> const& rows, std::size_t largest_row, int device, stream_ref stream)
+void sort_rows(radius_sorted_rows<Index, T> const& rows, std::size_t largest_row, stream_ref stream)
 {
-  unsigned const blocks = grid_size("radius_sort_rows", rows.n, 128, grid_stride_blocks);
-  radius_sort_short_rows<Index, T><<<blocks, 128, 0, stream.value()>>>(rows, largest_row <= 32);
+  radius_sort_short_rows<Index, T><<<grid_size("radius_sort_short_rows", rows.n, 128, grid_stride_blocks), 128, 0, stream.value()>>>(
+    rows, largest_row <= 32);
   STREAMKIT_CHECK_LAUNCH();
-  auto const in_registers = [&](auto kernel, std::size_t keys) {
-    if (largest_row <= 16 * keys) { return; }
-    kernel<<<blocks, 128, 0, stream.value()>>>(rows, largest_row <= 32 * keys);
+  auto const in_registers = [&](auto keys, auto warps) {
+    constexpr int k = decltype(keys)::value, w = decltype(warps)::value;
+    constexpr std::size_t room = std::size_t{32} * k * w;
+    if (largest_row <= room / 2) { return; }
+    auto const kernel = radius_sort_rows_in_registers<k, w, Index, T>;
+    constexpr std::size_t bytes = radius_register_sort_bytes<k, w>;
+    constexpr int threads = radius_register_sort_threads<w>;
+    STREAMKIT_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    kernel<<<grid_size("radius_sort_rows_in_registers", rows.n, threads, grid_stride_blocks), threads, bytes, stream.value()>>>(
+      rows, largest_row <= room);
     STREAMKIT_CHECK_LAUNCH();
   };
-  static_assert(radius_register_sort_keys == 16, "the classes below");
-  in_registers(radius_sort_rows_in_registers<2, Index, T>, 2);
-  in_registers(radius_sort_rows_in_registers<4, Index, T>, 4);
-  in_registers(radius_sort_rows_in_registers<8, Index, T>, 8);
-  in_registers(radius_sort_rows_in_registers<16, Index, T>, 16);
-  int shared_limit = 0;
-  if (largest_row > 32 * radius_register_sort_keys) {
-    STREAMKIT_CUDA_TRY(cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  }
-  for (std::size_t room = 64 * radius_register_sort_keys; room / 2 < largest_row; room *= 2) {
-    std::size_t const warp_bytes = room * radius_sort_bytes_per_entry;
-    std::size_t const warps = std::clamp<std::size_t>(static_cast<std::size_t>(shared_limit) / warp_bytes, 1, 4);
-    std::size_t const bytes = warps * warp_bytes;
-    if (bytes > 48 * 1024) {
-      STREAMKIT_CUDA_TRY(
-        cudaFuncSetAttribute(radius_sort_rows_in_shared<Index, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-    }
-    radius_sort_rows_in_shared<Index, T>
-      <<<grid_size("radius_sort_rows_in_shared", rows.n, warps * 32, grid_stride_blocks), static_cast<unsigned>(warps * 32), bytes,
-         stream.value()>>>(rows, static_cast<unsigned>(room), largest_row <= room);
-    STREAMKIT_CHECK_LAUNCH();
-  }
+  using one = std::integral_constant<int, 1>;
+  using most = std::integral_constant<int, radius_register_sort_keys>;
+  in_registers(std::integral_constant<int, 2>{}, one{});
+  in_registers(std::integral_constant<int, 4>{}, one{});
+  in_registers(std::integral_constant<int, 8>{}, one{});
+  in_registers(most{}, one{});
+  in_registers(most{}, std::integral_constant<int, 2>{});
+  in_registers(most{}, std::integral_constant<int, 4>{});
+  in_registers(most{}, std::integral_constant<int, 8>{});
+  static_assert(radius_register_sort_keys == 16 && radius_small_row <= 32 * 16 * 8, "the classes above");
 }
 
 /// The rows of a fill of `observations` on an engine (its references' coordinates and count, m)
@@ -408,8 +402,7 @@ void radius_queries<Engine, T>::fill_on(E const& engine, points_ref<T> const& ob
   engine.radius_run(observations, pass, stream, memory);
   if (!sorted) { return; }
   if (short_rows) {
-    sort_rows(sorted_rows_of(observations, pass, nullptr, nullptr, engine.radius_coordinates(), engine.count_, result), result.largest_row,
-              engine.device_, stream);
+    sort_rows(sorted_rows_of(observations, pass, nullptr, nullptr, engine.radius_coordinates(), engine.count_, result), result.largest_row, stream);
     return;
   }
   sorted_pairs<tree_key> const order =
@@ -455,8 +448,7 @@ void radius_queries<Engine, T>::fill_from_kept(E const& engine, points_ref<T> co
   pass.row_count = row_count;
   engine.radius_run(observations, pass, stream, memory);
   if (sorted) {
-    sort_rows(sorted_rows_of(observations, pass, rows, row_count, coordinates, engine.count_, result), result.largest_row, engine.device_,
-              stream);
+    sort_rows(sorted_rows_of(observations, pass, rows, row_count, coordinates, engine.count_, result), result.largest_row, stream);
   }
 }
 

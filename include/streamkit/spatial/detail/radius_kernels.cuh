@@ -526,6 +526,18 @@ __device__ __forceinline__ void warp_sort_keys(std::uint64_t& chord, std::uint32
   }
 }
 
+/// Swaps keys r and t of a lane's Keys.
+template <int Keys>
+__device__ __forceinline__ void swap_registers(std::uint64_t (&chord)[Keys], std::uint32_t (&id)[Keys], unsigned r, unsigned t)
+{
+  std::uint64_t const c = chord[r];
+  std::uint32_t const i = id[r];
+  chord[r] = chord[t];
+  id[r] = id[t];
+  chord[t] = c;
+  id[t] = i;
+}
+
 /// Sorts the 32 · Keys keys of a warp, Keys a lane (a power of two from 2), ascending in the order
 /// lane · Keys + r (r: the register): a bitonic network whose compare-exchanges are between lanes
 /// (shuffles) for strides from Keys on and between a lane's own registers below. Only the loops over
@@ -558,14 +570,42 @@ __device__ __forceinline__ void warp_sort_keys(std::uint64_t (&chord)[Keys], std
         if ((r & j) != 0) { continue; }
         unsigned const t = r + j;
         if (key_before(chord[t], id[t], chord[r], id[r]) == (((lane * Keys + r) & k) == 0)) {  // ascending where bit k is clear
-          std::uint64_t const c = chord[r];
-          std::uint32_t const i = id[r];
-          chord[r] = chord[t];
-          id[r] = id[t];
-          chord[t] = c;
-          id[t] = i;
+          swap_registers(chord, id, r, t);
         }
       }
+    }
+  }
+}
+
+/// The second half of a merge of sorted spans (the first: each key compared with the key of the
+/// mirrored place of their span, the smaller kept in the lower place): sorts ascending the 32 · Keys
+/// keys of a warp held as warp_sort_keys<Keys> leaves them, which are then a bitonic sequence, by
+/// half-cleaners that all keep the smaller key in the lower place (shuffles for strides from Keys on,
+/// a lane's own registers below). Every lane calls it.
+template <int Keys>
+__device__ __forceinline__ void warp_merge_keys(std::uint64_t (&chord)[Keys], std::uint32_t (&id)[Keys])
+{
+  unsigned const lane = threadIdx.x % 32;
+#pragma unroll 1
+  for (unsigned j = 16 * Keys; j >= Keys; j /= 2) {
+    bool const keep_smaller = ((lane * Keys) & j) == 0;  // the lower place (r < Keys ≤ j: the same for every register)
+#pragma unroll
+    for (unsigned r = 0; r < Keys; ++r) {
+      std::uint64_t const other_chord = __shfl_xor_sync(0xffffffffu, chord[r], j / Keys);
+      std::uint32_t const other_id = __shfl_xor_sync(0xffffffffu, id[r], j / Keys);
+      if (key_before(other_chord, other_id, chord[r], id[r]) == keep_smaller) {
+        chord[r] = other_chord;
+        id[r] = other_id;
+      }
+    }
+  }
+#pragma unroll
+  for (unsigned j = Keys / 2; j > 0; j /= 2) {
+#pragma unroll
+    for (unsigned r = 0; r < Keys; ++r) {
+      if ((r & j) != 0) { continue; }
+      unsigned const t = r + j;
+      if (key_before(chord[t], id[t], chord[r], id[r])) { swap_registers(chord, id, r, t); }
     }
   }
 }
@@ -637,16 +677,20 @@ struct radius_sorted_rows {
   T* distance = nullptr;
   double scale = 1.0;
 
-  /// Calls f(i) in every lane of each warp of the grid, 32 rows at a time: i, the row this lane
-  /// takes, or n when none.
+  /// How many rows are listed.
+  __device__ std::size_t count() const { return row_count != nullptr ? *row_count : n; }
+  /// The row at position `at` of the list.
+  __device__ std::size_t row(std::size_t at) const { return rows != nullptr ? rows[at] : at; }
+  /// Calls f(i) in every lane of each warp of the grid, 32 consecutive rows of the list at a time:
+  /// i, the row this lane takes, or n when none.
   template <class F>
   __device__ void for_each_32(F&& f) const
   {
     unsigned const warps_per_block = blockDim.x / 32, lane = threadIdx.x % 32;
     std::size_t const warps = std::size_t{gridDim.x} * warps_per_block;
-    std::size_t const count = row_count != nullptr ? *row_count : n;
-    for (std::size_t base = (blockIdx.x * std::size_t{warps_per_block} + threadIdx.x / 32) * 32; base < count; base += warps * 32) {
-      f(base + lane < count ? (rows != nullptr ? rows[base + lane] : base + lane) : n);
+    std::size_t const listed = count();
+    for (std::size_t base = (blockIdx.x * std::size_t{warps_per_block} + threadIdx.x / 32) * 32; base < listed; base += warps * 32) {
+      f(base + lane < listed ? row(base + lane) : n);
     }
   }
   /// The entries of row i (0 for i = n).
@@ -692,23 +736,39 @@ __device__ __forceinline__ void split_sort_key(tree_key const& key, std::uint64_
   id = static_cast<std::uint32_t>(key.low);
 }
 
-/// Calls sort(i) with the whole warp for each row i (of a warp's 32 at a time) whose length is in
-/// (lower, upper]; when `last`, sorts the rows above upper in place (the longest rows, longer than
-/// the caller said: slowly, by the warp).
-template <class Index, class T, class Sort>
+/// Calls sort(i) for each listed row i whose length is in (lower, upper] by a group of `Group`
+/// threads (a warp, or the whole block of BlockThreads): block b of B takes list positions b, b + B,
+/// b + 2B … (BlockThreads of them a step), so that rows next to each other in the list (neighbours on
+/// the sphere, of similar lengths: a dense region's long rows sit together) go to different blocks and
+/// no block sorts a run of long rows while the others wait; the groups of a block take the rows of
+/// its class that a step found in turn. When `last`, the rows above upper are sorted in place (the
+/// longest rows, longer than the caller said: slowly, by the group's first warp).
+template <int BlockThreads, int Group, class Index, class T, class Sort>
 __device__ void for_each_row_of_class(radius_sorted_rows<Index, T> const& s, std::int64_t lower, std::int64_t upper, bool last, Sort&& sort)
 {
-  s.for_each_32([&](std::size_t own) {
-    std::int64_t const length = s.length(own);
-    for (unsigned mine = __ballot_sync(0xffffffffu, length > lower && (length <= upper || last)); mine != 0; mine &= mine - 1) {
-      auto const i = static_cast<std::size_t>(__shfl_sync(0xffffffffu, static_cast<unsigned long long>(own), __ffs(static_cast<int>(mine)) - 1));
+  static_assert(Group == 32 || Group == BlockThreads, "a warp or the whole block sorts each row");
+  constexpr unsigned groups = BlockThreads / Group;
+  __shared__ std::uint32_t members[BlockThreads];
+  __shared__ unsigned member_count;
+  std::size_t const listed = s.count(), blocks = gridDim.x;
+  for (std::size_t step = 0; blockIdx.x + step * BlockThreads * blocks < listed; ++step) {
+    if (threadIdx.x == 0) { member_count = 0; }
+    __syncthreads();
+    std::size_t const at = blockIdx.x + (step * BlockThreads + threadIdx.x) * blocks;
+    std::int64_t const length = at < listed ? s.length(s.row(at)) : 0;
+    if (length > lower && (length <= upper || last)) { members[atomicAdd(&member_count, 1u)] = static_cast<std::uint32_t>(s.row(at)); }
+    __syncthreads();
+    unsigned const found = member_count;
+    for (unsigned k = threadIdx.x / Group; k < found; k += groups) {
+      std::size_t const i = members[k];
       if (s.length(i) > upper) {
-        s.sort_in_place(i);
+        if (threadIdx.x % Group < 32) { s.sort_in_place(i); }
       } else {
         sort(i);
       }
     }
-  });
+    __syncthreads();  // every group has read the members before the next step overwrites them
+  }
 }
 
 /// Rows of a sorted fill of up to 32 entries, several a warp (write_short_rows); when `last`, the
@@ -735,89 +795,109 @@ __global__ void __launch_bounds__(128) radius_sort_short_rows(radius_sorted_rows
   });
 }
 
-/// Rows whose size class a warp sorts in registers: at most this many keys a lane (rows of up to 32 ×
-/// this); longer rows in shared memory.
+/// Keys a lane holds in radius_sort_rows_in_registers: rows of up to 32 × this by one warp, longer
+/// ones by several warps of a block.
 inline constexpr int radius_register_sort_keys = 16;
 
-/// Rows of a sorted fill of (16 · Keys, 32 · Keys] entries (and, when `last`, the longer ones, in
-/// place, slowly): one after the other by a warp, in registers (warp_sort_keys<Keys>), Keys a lane;
-/// the sorted ids pass through the warp's shared memory so that each row is written by a loop of
-/// lanes on consecutive entries.
-template <int Keys, class Index, class T>
-__global__ void __launch_bounds__(128) radius_sort_rows_in_registers(radius_sorted_rows<Index, T> s, bool last)
+/// Threads of a block of radius_sort_rows_in_registers<Keys, Warps>: four warps each sorting rows of
+/// its own (Warps = 1), or the Warps warps that sort each row together.
+template <int Warps>
+inline constexpr int radius_register_sort_threads = Warps == 1 ? 128 : 32 * Warps;
+
+/// Dynamic shared memory of radius_sort_rows_in_registers<Keys, Warps>: each warp's sorted ids (Warps
+/// = 1), or a row's keys (squared chords, then ids) exchanged between its warps and then its sorted ids.
+template <int Keys, int Warps>
+inline constexpr std::size_t radius_register_sort_bytes =
+  Warps == 1 ? std::size_t{radius_register_sort_threads<1>} * Keys * sizeof(std::uint32_t)
+             : std::size_t{32} * Keys * Warps * (sizeof(std::uint64_t) + sizeof(std::uint32_t));
+
+/// Where place p of a row's sorted ids lies in shared memory, when a lane writes Keys consecutive
+/// places and reads places 32 apart: p with its low bits flipped by its bits from 5 on, so that
+/// neither the writes nor the reads of a warp meet in a bank.
+template <int Keys>
+__device__ __forceinline__ unsigned swizzled(unsigned p)
 {
-  __shared__ std::uint32_t sorted_ids[128 / 32][32 * Keys];
+  return p ^ (p >> 5 & (Keys - 1u));
+}
+
+/// Rows of a sorted fill of (room / 2, room] entries, room = 32 · Keys · Warps (and, when `last`, the
+/// longer ones, in place, slowly), each in registers, Keys a lane: by one warp (Warps = 1,
+/// warp_sort_keys<Keys>), or by Warps warps of a block, each of which sorts its 32 · Keys (warp
+/// w: the places from 32 · Keys · w), then merged as a bitonic sort does (for each span k from
+/// 64 · Keys to room: each key against the mirrored place of its span, then half-cleaners of strides
+/// k / 4 … 1; the strides across warps through shared memory, in places no two lanes of a warp share
+/// a bank in, the others in registers (warp_merge_keys)). The sorted ids pass through shared memory
+/// so that each row is written by lanes on consecutive entries.
+template <int Keys, int Warps, class Index, class T>
+__global__ void __launch_bounds__(radius_register_sort_threads<Warps>) radius_sort_rows_in_registers(radius_sorted_rows<Index, T> s, bool last)
+{
+  constexpr int threads = radius_register_sort_threads<Warps>, group = 32 * Warps;
+  constexpr unsigned part_room = 32 * Keys, room = part_room * Warps;
+  extern __shared__ std::uint64_t register_sort_memory[];
   unsigned const lane = threadIdx.x % 32;
-  std::uint32_t* const ids = sorted_ids[threadIdx.x / 32];
-  constexpr std::size_t upper = 32 * Keys;
-  for_each_row_of_class(s, 16 * Keys, upper, last, [&](std::size_t i) {
+  unsigned const part = Warps == 1 ? 0u : threadIdx.x / 32;  // this warp's part of the row
+  std::uint64_t* const chords = register_sort_memory;         // Warps > 1: the keys exchanged
+  std::uint32_t* const ids = Warps == 1 ? reinterpret_cast<std::uint32_t*>(register_sort_memory) + threadIdx.x / 32 * room
+                                        : reinterpret_cast<std::uint32_t*>(register_sort_memory + room);
+  for_each_row_of_class<threads, group>(s, room / 2, room, last, [&](std::size_t i) {
     auto const length = static_cast<std::size_t>(s.length(i));
     auto const first = static_cast<std::size_t>(s.offsets[i]);
     std::size_t const written = s.written(i);
     std::uint64_t chord[Keys];
     std::uint32_t id[Keys];
 #pragma unroll
-    for (unsigned r = 0; r < Keys; ++r) {  // the keys in any order: consecutive keys by consecutive lanes
-      std::size_t const e = r * 32 + lane;
+    for (unsigned r = 0; r < Keys; ++r) {  // the part's keys in any order: consecutive keys by consecutive lanes
+      std::size_t const e = std::size_t{part} * part_room + r * 32 + lane;
       chord[r] = ~0ull;
       id[r] = ~0u;
       if (e < written) { split_sort_key(s.keys[first + e], chord[r], id[r]); }
     }
     warp_sort_keys<Keys>(chord, id);
+    if constexpr (Warps > 1) {
+      // Each key against the key of place g ^ flip (g = part · part_room + lane · Keys + r) in
+      // another warp, the lower place keeping the smaller key; key r of a lane lies at (part · Keys + r)
+      // · 32 + lane.
+      auto const across_warps = [&](unsigned flip) {
+        __syncthreads();  // every warp has read what the last exchange (or the last row's ids) left there
 #pragma unroll
-    for (unsigned r = 0; r < Keys; ++r) { ids[lane * Keys + r] = id[r]; }
-    __syncwarp();
-    double lat, lon;
-    s.observation(i, lat, lon);
-    for (std::size_t e = lane; e < length; e += 32) { s.write(first + e, ids[e], lat, lon); }
-    __syncwarp();  // every lane has read the row before the next one is written
-  });
-}
-
-/// Shared memory of one warp of radius_sort_rows_in_shared per key: its squared chord's bits and its id.
-inline constexpr std::size_t radius_sort_bytes_per_entry = sizeof(std::uint64_t) + sizeof(std::uint32_t);
-
-/// Rows of a sorted fill of (room / 2, room] entries (and, when `last`, the longer ones, in place,
-/// slowly), `room` a power of two above 32 · radius_register_sort_keys: one after the other by a warp,
-/// a bitonic sort of the row's keys padded with the last key in the warp's `room` keys of shared
-/// memory; each row written lanes on consecutive entries.
-template <class Index, class T>
-__global__ void __launch_bounds__(128) radius_sort_rows_in_shared(radius_sorted_rows<Index, T> s, unsigned room, bool last)
-{
-  extern __shared__ std::uint64_t sort_memory[];
-  unsigned const lane = threadIdx.x % 32;
-  std::uint64_t* const chords = sort_memory + std::size_t{threadIdx.x / 32} * room * radius_sort_bytes_per_entry / sizeof(std::uint64_t);
-  auto* const ids = reinterpret_cast<std::uint32_t*>(chords + room);
-  for_each_row_of_class(s, room / 2, room, last, [&](std::size_t i) {
-    auto const length = static_cast<std::size_t>(s.length(i));
-    auto const first = static_cast<std::size_t>(s.offsets[i]);
-    std::size_t const written = s.written(i);
-    for (unsigned e = lane; e < room; e += 32) {
-      chords[e] = ~0ull;
-      ids[e] = ~0u;
-      if (e < written) { split_sort_key(s.keys[first + e], chords[e], ids[e]); }
-    }
-    __syncwarp();
-    for (unsigned k = 2; k <= room; k *= 2) {
-      for (unsigned j = k / 2; j > 0; j /= 2) {
-        for (unsigned t = lane; t < room / 2; t += 32) {
-          unsigned const a = t / j * 2 * j + t % j, b = a + j;
-          std::uint64_t const chord_a = chords[a], chord_b = chords[b];
-          std::uint32_t const id_a = ids[a], id_b = ids[b];
-          if (key_before(chord_b, id_b, chord_a, id_a) == ((a & k) == 0)) {  // ascending where bit k of a is clear
-            chords[a] = chord_b;
-            chords[b] = chord_a;
-            ids[a] = id_b;
-            ids[b] = id_a;
+        for (unsigned r = 0; r < Keys; ++r) {
+          unsigned const at = (part * Keys + r) * 32 + lane;
+          chords[at] = chord[r];
+          ids[at] = id[r];
+        }
+        __syncthreads();
+#pragma unroll
+        for (unsigned r = 0; r < Keys; ++r) {
+          unsigned const g = part * part_room + lane * Keys + r, other = g ^ flip;
+          unsigned const at = (other / part_room * Keys + other % Keys) * 32 + other % part_room / Keys;
+          std::uint64_t const other_chord = chords[at];
+          std::uint32_t const other_id = ids[at];
+          if (key_before(other_chord, other_id, chord[r], id[r]) == (g < other)) {
+            chord[r] = other_chord;
+            id[r] = other_id;
           }
         }
-        __syncwarp();
+      };
+#pragma unroll 1
+      for (unsigned k = 2 * part_room; k <= room; k *= 2) {
+        across_warps(k - 1);  // the mirror of g in its span of k
+#pragma unroll 1
+        for (unsigned j = k / 4; j >= part_room; j /= 2) { across_warps(j); }
+        warp_merge_keys<Keys>(chord, id);
       }
+      __syncthreads();  // every warp has read the last exchange before the ids are written over it
+    }
+#pragma unroll
+    for (unsigned r = 0; r < Keys; ++r) { ids[swizzled<Keys>(part * part_room + lane * Keys + r)] = id[r]; }
+    if constexpr (Warps > 1) {
+      __syncthreads();
+    } else {
+      __syncwarp();
     }
     double lat, lon;
     s.observation(i, lat, lon);
-    for (std::size_t e = lane; e < length; e += 32) { s.write(first + e, ids[e], lat, lon); }
-    __syncwarp();  // every lane has read the row before the next one is loaded
+    for (std::size_t e = threadIdx.x % group; e < length; e += group) { s.write(first + e, ids[swizzled<Keys>(static_cast<unsigned>(e))], lat, lon); }
+    if constexpr (Warps == 1) { __syncwarp(); }  // every lane has read the row before the next one is written (Warps > 1: the next exchange waits)
   });
 }
 
