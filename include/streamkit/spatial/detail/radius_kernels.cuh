@@ -266,11 +266,7 @@ __device__ __forceinline__ bool radius_wants(tree_view const& tree, std::size_t 
   float const bound = box_distance2(p, tree.nodes[node]);
   if (!(bound <= float_bounds.upper) || !(bound <= 8.f)) { return false; }  // 8: an empty box (infinite distance) holds nothing
   if (bound < float_bounds.lower) { return true; }
-  tree_precise_node const box = tree.precise_nodes[node];
-  double const dx = fmax(fmax(box.low.x - precise_p.x, precise_p.x - box.high.x), 0.0);
-  double const dy = fmax(fmax(box.low.y - precise_p.y, precise_p.y - box.high.y), 0.0);
-  double const dz = fmax(fmax(box.low.z - precise_p.z, precise_p.z - box.high.z), 0.0);
-  double const box_below = fma(dx, dx, fma(dy, dy, dz * dz)) * (1.0 - 0x1.0p-48);
+  double const box_below = box_distance2(precise_p, tree.precise_nodes[node]) * (1.0 - 0x1.0p-48);
   return box_below <= filter && capsule_room(precise_p, tree.capsules[node], float_bounds) >= 0.0;
 }
 

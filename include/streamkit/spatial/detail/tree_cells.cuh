@@ -188,11 +188,7 @@ __global__ void __launch_bounds__(cell_threads)
   int depth = 0;
   std::size_t node = groups > 0 ? 1 : 0;
   while (node != 0 && count <= most) {
-    tree_precise_node const box = tree.precise_nodes[node];
-    double const dx = fmax(fmax(box.low.x - centre.x, centre.x - box.high.x), 0.0);
-    double const dy = fmax(fmax(box.low.y - centre.y, centre.y - box.high.y), 0.0);
-    double const dz = fmax(fmax(box.low.z - centre.z, centre.z - box.high.z), 0.0);
-    if (fma(dx, dx, fma(dy, dy, dz * dz)) <= reach2) {
+    if (box_distance2(centre, tree.precise_nodes[node]) <= reach2) {
       if (node < tree.leaves) {
         stack[depth++] = static_cast<std::uint32_t>(2 * node + 1);
         node = 2 * node;
