@@ -87,9 +87,11 @@ TEST(DistributedGpu, ShardedSearchEqualsOneGpuSearchOverTheConcatenation)
 
 namespace {
 
-/// `search`'s query of `obs` (host arrays, through whatever reference it is) against one search of
-/// `all` (every rank's references in rank order) on this rank's GPU: ids and angles bit for bit.
-void expect_one_gpu_search(dist::distributed_nearest<dist::gpu_searcher>& search, point_set const& all, point_set const& obs, std::size_t k)
+/// `search`'s query of `obs` (host arrays, through the type `Search`: distributed_gpu_nearest, or a
+/// reference to its base class) against one search of `all` (every rank's references in rank order)
+/// on this rank's GPU: ids and angles bit for bit.
+template <class Search>
+void expect_one_gpu_search(Search& search, point_set const& all, point_set const& obs, std::size_t k)
 {
   std::size_t const n = obs.latitude.size();
   std::vector<std::int64_t> index(n * k, -7);
@@ -199,9 +201,10 @@ void check_row_engines()
     std::uint64_t const first_id = 1000 * static_cast<std::uint64_t>(me().rank);
     std::vector<std::uint32_t> reference_owner(count);
     cpu.for_each(count, detail::reference_owners{{lat.data(), lon.data(), 1}, first_id, splitters.data(), ranks, reference_owner.data()});
-    gpu.for_each(count,
-                 detail::reference_owners{{device_lat.data(), device_lon.data(), 1}, first_id, device_splitters.data(), ranks, device_owner.data()});
-    EXPECT_EQ(download(device_owner.data(), count, s), reference_owner);
+    streamkit::device_buffer<std::uint32_t> device_reference_owner(count, s);
+    gpu.for_each(count, detail::reference_owners{{device_lat.data(), device_lon.data(), 1}, first_id, device_splitters.data(), ranks,
+                                                 device_reference_owner.data()});
+    EXPECT_EQ(download(device_reference_owner.data(), count, s), reference_owner);
 
     // The stable partition by owner (ranks + 1 bins), and the selection of flagged rows.
     std::vector<std::uint32_t> order(count);
