@@ -245,7 +245,9 @@ class distributed_nearest {
     expect_agreement(comm_, "distributed_nearest", {{"the reference layout", static_cast<std::uint64_t>(layout_)}});
   }
 
+  /// Moves the object: the communicator, the searcher and the kept buffers go with it.
   distributed_nearest(distributed_nearest&&) = default;
+  /// Moves `other` into this object (see the move constructor).
   distributed_nearest& operator=(distributed_nearest&&) = default;
   virtual ~distributed_nearest() = default;
 
