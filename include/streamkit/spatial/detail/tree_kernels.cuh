@@ -22,7 +22,7 @@ inline constexpr int tree_leaf_size = 16;
 inline constexpr int tree_search_threads = 128;
 /// Blocks of tree_search an SM should hold for lists of K entries, which caps its registers: for K = 1,
 /// 8 (64 registers, against the compiler's 74: 32 warps an SM instead of 28), for K = 16, 5 (96 against
-/// 122), each 3–10 % faster on uniform and hostile inputs on an H200 although a few registers spill.
+/// 122), each 2–10 % faster on uniform and hostile inputs on an H200 although a few registers spill.
 /// Other list sizes keep the compiler's choice (not measured).
 [[nodiscard]] constexpr int tree_search_min_blocks(int k) { return k == 1 ? 8 : (k == 16 ? 5 : 1); }
 /// Deepest stack a search needs: one entry per level of a tree of up to 2^31 leaves.
