@@ -88,6 +88,7 @@ TEST(Distributed, AgreementPassesWhenEveryRankAgrees)
 
 TEST(Distributed, DisagreementThrowsTheSameExceptionOnEveryRank)
 {
+  if (me().size == 1) { GTEST_SKIP() << "one rank: no other rank to disagree with"; }
   auto const info = me();
   std::string message;
   try {
@@ -155,6 +156,7 @@ TEST(Distributed, ColumnExtremaEqualOnePassOverTheConcatenationDouble) { check_c
 
 TEST(Distributed, ColumnExtremaRejectRanksThatDisagreeOnTheColumnCount)
 {
+  if (me().size == 1) { GTEST_SKIP() << "one rank: no other rank to disagree with"; }
   auto const info = me();
   std::size_t const columns = info.rank == 0 ? 3 : 4;
   std::vector<double> min(columns, 0.0), max(columns, 1.0);
@@ -527,6 +529,7 @@ TEST(DistributedNearest, ShardedHotSpotOfObservationsIsSpreadOverRanks)
 
 TEST(DistributedNearest, RanksThatDisagreeOnKAllThrow)
 {
+  if (me().size == 1) { GTEST_SKIP() << "one rank: no other rank to disagree with"; }
   auto const info = me();
   dist::distributed_nearest<cpu_search> search(world, dist::reference_layout::sharded);
   point_set const refs = points_of(info.rank, info.size, 20, false, 3);
@@ -541,6 +544,7 @@ TEST(DistributedNearest, RanksThatDisagreeOnKAllThrow)
 
 TEST(DistributedNearest, RanksThatDisagreeOnTheLayoutAllThrow)
 {
+  if (me().size == 1) { GTEST_SKIP() << "one rank: no other rank to disagree with"; }
   auto const layout = me().rank == 0 ? dist::reference_layout::sharded : dist::reference_layout::replicated;
   EXPECT_THROW(dist::distributed_nearest<cpu_search>(world, layout), std::invalid_argument);
 }
