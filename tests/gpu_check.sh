@@ -18,6 +18,9 @@
 # STREAMKIT_GPU_CHECK_STEPS picks the steps (default "tests memcheck synccheck initcheck racecheck");
 # STREAMKIT_RACECHECK_SHARD=i/n runs racecheck over every n-th test only (see below), and
 # STREAMKIT_RACECHECK_TESTS (a gtest filter, default every test) over those it selects.
+# STREAMKIT_SANITIZER_JOBS=J (default 1) runs each tool as J processes at once on the one GPU: memcheck,
+# synccheck and initcheck as J gtest shards (GTEST_TOTAL_SHARDS), racecheck J tests at a time. The
+# sanitizers spend most of their time on the host, so J processes on 16 cores take about 1/J of the time.
 # Each memcheck, synccheck and initcheck run is limited to STREAMKIT_SANITIZER_TIMEOUT seconds (default
 # 300; the whole suite takes under 60 s per tool on an H100) and a run that goes over is killed and
 # reported as a failure naming the test it was in. racecheck runs each test in a process of its own,
@@ -73,17 +76,58 @@ test_limit=${STREAMKIT_RACECHECK_TEST_TIMEOUT:-120}
 fuzz_shapes=${STREAMKIT_SANITIZER_FUZZ_SHAPES:-20}
 failed=$status
 
+jobs=${STREAMKIT_SANITIZER_JOBS:-1}
+
 # Runs the sanitizer `tool` over the tests that `filter` selects, killed after `seconds`; sets $code.
+# The environment of the run carries a mark of its own, so that a child the killed sanitizer left
+# behind is found by it, never another run's (with STREAMKIT_SANITIZER_JOBS > 1 several run at once).
 sanitize() {
   local tool=$1 filter=$2 seconds=$3 log=$4 extremes=1
   shift 4
   [ "$tool" = racecheck ] && extremes=0
-  STREAMKIT_FUZZ_SHAPES=$fuzz_shapes STREAMKIT_FUZZ_GIANT=0 STREAMKIT_FUZZ_EXTREMES=$extremes timeout -s KILL "$seconds" "$sanitizer" --tool "$tool" "$@" --report-api-errors no --error-exitcode 99 "$binary" \
+  local mark="$BASHPID.$RANDOM.$SECONDS"
+  STREAMKIT_SANITIZE_RUN=$mark STREAMKIT_FUZZ_SHAPES=$fuzz_shapes STREAMKIT_FUZZ_GIANT=0 STREAMKIT_FUZZ_EXTREMES=$extremes \
+    timeout -s KILL "$seconds" "$sanitizer" --tool "$tool" "$@" --report-api-errors no --error-exitcode 99 "$binary" \
     --gtest_filter="$filter" >"$log" 2>&1
   code=$?
-  # The sanitizer's child, if it outlived it: only a process whose command line starts with the
-  # binary, never a shell whose command line merely mentions it (such as the one running this script).
-  if [ $code -eq 137 ]; then pkill -KILL -f -- "^$binary( |\$)" 2>/dev/null; fi
+  if [ $code -eq 137 ]; then
+    local environ
+    for environ in /proc/[0-9]*/environ; do
+      if { tr '\0' '\n' <"$environ"; } 2>/dev/null | grep -qx "STREAMKIT_SANITIZE_RUN=$mark"; then
+        environ=${environ#/proc/}
+        kill -KILL "${environ%/environ}" 2>/dev/null
+      fi
+    done
+  fi
+  return 0
+}
+
+# sanitize over `jobs` gtest shards at once (logs <log>.<shard> and, for one job, <log>); sets $code
+# (the first non-zero shard's) and $killed (the test each killed shard was in).
+sanitize_sharded() {
+  local tool=$1 filter=$2 seconds=$3 log=$4
+  shift 4
+  killed=()
+  if [ "$jobs" -le 1 ]; then
+    sanitize "$tool" "$filter" "$seconds" "$log" "$@"
+    [ $code -eq 137 ] && killed+=("$(grep -E '^\[ RUN' "$log" | tail -1 | cut -c14-)")
+    return 0
+  fi
+  local shard pids=()
+  for ((shard = 0; shard < jobs; ++shard)); do
+    (export GTEST_TOTAL_SHARDS=$jobs GTEST_SHARD_INDEX=$shard
+     sanitize "$tool" "$filter" "$seconds" "$log.$shard" "$@"
+     exit $code) &
+    pids+=($!)
+  done
+  code=0
+  for ((shard = 0; shard < jobs; ++shard)); do
+    wait "${pids[$shard]}"
+    local shard_code=$?
+    [ $shard_code -ne 0 ] && [ $code -eq 0 ] && code=$shard_code
+    [ $shard_code -eq 137 ] && killed+=("$(grep -E '^\[ RUN' "$log.$shard" | tail -1 | cut -c14-)")
+  done
+  cat "$log".[0-9]* >"$log"
   return 0
 }
 
@@ -95,13 +139,15 @@ for tool in memcheck synccheck initcheck; do
     extra=(--leak-check full)
     tool_filter=$filter
   fi
-  sanitize "$tool" "$tool_filter" "$limit" "$logs/$tool.log" "${extra[@]}"
+  sanitize_sharded "$tool" "$tool_filter" "$limit" "$logs/$tool.log" "${extra[@]}"
   [ $code -ne 0 ] && failed=1
-  if [ $code -eq 137 ]; then
-    result="killed after ${limit} s in: $(grep -E '^\[ RUN' "$logs/$tool.log" | tail -1 | cut -c14-)"
-  else
-    result=$(grep -E 'ERROR SUMMARY' "$logs/$tool.log" | tail -1)
-  fi
+  # Every process's summary line, errors added up; a killed process has none.
+  errors=$(grep -oE 'ERROR SUMMARY: [0-9]+ error' "$logs/$tool.log" | awk '{ sum += $3 } END { print sum + 0 }')
+  finished=$(grep -cE 'ERROR SUMMARY' "$logs/$tool.log")
+  result="ERROR SUMMARY: $errors errors in $finished of $jobs processes"
+  [ ${#killed[@]} -ne 0 ] && result+="; killed after ${limit} s in: ${killed[*]}"
+  result+="; tests: $(grep -cE '^\[       OK \]' "$logs/$tool.log") passed, $(grep -cE '^\[  SKIPPED \] .* \([0-9]+ ms\)$' "$logs/$tool.log") skipped,"
+  result+=" $(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$logs/$tool.log") failed"
   summary+=("$(printf '%-11s' "$tool:") $result (exit $code)")
 done
 
@@ -115,6 +161,26 @@ if [[ $steps == *" racecheck "* ]]; then
   if [ -n "${STREAMKIT_RACECHECK_SHARD:-}" ]; then
     race_tests=$(printf '%s\n' $race_tests | awk -v shard="${STREAMKIT_RACECHECK_SHARD%/*}" -v shards="${STREAMKIT_RACECHECK_SHARD#*/}" '(NR - 1) % shards == shard')
   fi
+  # One test under racecheck, run again after a hang (twice at most); leaves "<exit> <kills>" in <log>.status.
+  race_one() {
+    local name=$1 log="$logs/racecheck/${1//\//_}.log" kills=0 attempt
+    for attempt in 1 2 3; do
+      sanitize racecheck "$name" "$test_limit" "$log"
+      [ $code -ne 137 ] && break
+      kills=$((kills + 1))
+    done
+    echo "$code $kills" >"$log.status"
+  }
+  running=0
+  for name in $race_tests; do
+    race_one "$name" &
+    running=$((running + 1))
+    if [ $running -ge "$jobs" ]; then
+      wait -n
+      running=$((running - 1))
+    fi
+  done
+  wait
   race_count=0
   race_hazards=0
   race_skipped=0
@@ -124,11 +190,8 @@ if [[ $steps == *" racecheck "* ]]; then
   for name in $race_tests; do
     race_count=$((race_count + 1))
     log="$logs/racecheck/${name//\//_}.log"
-    for attempt in 1 2 3; do
-      sanitize racecheck "$name" "$test_limit" "$log"
-      [ $code -ne 137 ] && break
-      race_killed+=("$name")
-    done
+    read -r code kills <"$log.status"
+    [ "$kills" -gt 0 ] && race_killed+=("$name")
     hazards=$(grep -oE 'RACECHECK SUMMARY: [0-9]+ hazard' "$log" | grep -oE '[0-9]+' | tail -1)
     race_hazards=$((race_hazards + ${hazards:-0}))
     if grep -qE '^\[  SKIPPED \] 1 test' "$log"; then race_skipped=$((race_skipped + 1)); fi
@@ -137,7 +200,7 @@ if [[ $steps == *" racecheck "* ]]; then
       race_host=$((race_host + 1))
       code=0
     fi
-    if [ $code -ne 0 ] || ! grep -qE '^\[  (PASSED  |SKIPPED )\] 1 test' "$log"; then race_failed+=("$name (exit $code)"); fi
+    if [ "$code" -ne 0 ] || ! grep -qE '^\[  (PASSED  |SKIPPED )\] 1 test' "$log"; then race_failed+=("$name (exit $code)"); fi
   done
   [ ${#race_failed[@]} -ne 0 ] && failed=1
   result="$race_count tests ($race_host without CUDA calls, $race_skipped skipped), one process each: $race_hazards hazards, ${#race_failed[@]} failed${race_failed[*]:+: ${race_failed[*]}}"
