@@ -20,7 +20,7 @@
 # STREAMKIT_RACECHECK_TESTS (a gtest filter, default every test) over those it selects.
 # STREAMKIT_SANITIZER_JOBS=J (default 1) runs each tool as J processes at once on the one GPU: memcheck,
 # synccheck and initcheck as J gtest shards (GTEST_TOTAL_SHARDS), racecheck J tests at a time. The
-# sanitizers spend most of their time on the host, so J processes on 16 cores take about 1/J of the time.
+# sanitizers' host-side work spreads over the cores.
 # Each memcheck, synccheck and initcheck run is limited to STREAMKIT_SANITIZER_TIMEOUT seconds (default
 # 300; the whole suite takes under 60 s per tool on an H100) and a run that goes over is killed and
 # reported as a failure naming the test it was in. racecheck runs each test in a process of its own,
