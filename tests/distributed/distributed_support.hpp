@@ -3,6 +3,7 @@
 // part, so that each rank can rebuild the concatenation), and the CPU search and extrema the
 // distributed results are compared with.
 #include <streamkit/distributed/communicator.hpp>
+#include <streamkit/distributed/detail/space_partition.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +19,10 @@ namespace dist = streamkit::distributed;
 namespace distributed_test {
 
 inline MPI_Comm const world = MPI_COMM_WORLD;
+
+/// Calls of the global operator new so far in this process, on every thread (test_distributed.cpp
+/// replaces it with a counting one): a loop of steps that allocates on the host moves it.
+std::size_t host_allocations() noexcept;
 
 inline dist::rank_info me() { return dist::describe(world); }
 
@@ -73,6 +78,7 @@ void extrema(std::vector<T> const& x, std::size_t columns, std::vector<T>& min, 
 /// over the concatenation they must equal).
 struct cpu_search {
   std::vector<double> latitude, longitude;
+  std::vector<std::pair<double, std::int64_t>> all;  // kept: a loop of searches allocates nothing
   std::size_t searches = 0;
 
   void prepare(double const* lat, double const* lon, std::size_t count)
@@ -83,7 +89,7 @@ struct cpu_search {
   void search(double const* lat, double const* lon, std::size_t count, std::size_t k, std::int64_t* index, double* angle)
   {
     ++searches;
-    std::vector<std::pair<double, std::int64_t>> all(latitude.size());
+    all.resize(latitude.size());
     for (std::size_t i = 0; i < count; ++i) {
       bool const valid = std::isfinite(lat[i]) && std::isfinite(lon[i]) && std::abs(lat[i]) <= M_PI / 2;
       for (std::size_t r = 0; valid && r < latitude.size(); ++r) {
@@ -105,6 +111,14 @@ struct cpu_search {
     }
   }
 };
+
+/// The splitters of `samples` (a copy: choose_splitters() sorts its samples in place).
+inline std::vector<dist::detail::keyed_id> splitters_of(std::vector<dist::detail::key_sample> samples, std::size_t ranks)
+{
+  std::vector<dist::detail::keyed_id> splitters;
+  dist::detail::choose_splitters(samples, ranks, splitters);
+  return splitters;
+}
 
 struct point_set {
   std::vector<double> latitude, longitude;

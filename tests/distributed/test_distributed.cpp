@@ -14,7 +14,9 @@
 #include <cmath>
 #include <numeric>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <limits>
 #include <random>
 #include <stdexcept>
@@ -23,6 +25,35 @@
 #include <vector>
 
 using namespace distributed_test;
+
+// The global operator new, counted (host_allocations()): malloc and free underneath, as the default.
+namespace {
+std::atomic<std::size_t> allocation_count{0};
+
+void* counted_allocation(std::size_t bytes, std::size_t alignment)
+{
+  ++allocation_count;
+  std::size_t const rounded = (std::max<std::size_t>(bytes, 1) + alignment - 1) / alignment * alignment;
+  void* const memory = alignment <= alignof(std::max_align_t) ? std::malloc(rounded) : std::aligned_alloc(alignment, rounded);
+  if (memory == nullptr) { throw std::bad_alloc(); }
+  return memory;
+}
+}  // namespace
+
+std::size_t distributed_test::host_allocations() noexcept { return allocation_count.load(); }
+
+void* operator new(std::size_t bytes) { return counted_allocation(bytes, alignof(std::max_align_t)); }
+void* operator new[](std::size_t bytes) { return counted_allocation(bytes, alignof(std::max_align_t)); }
+void* operator new(std::size_t bytes, std::align_val_t alignment) { return counted_allocation(bytes, static_cast<std::size_t>(alignment)); }
+void* operator new[](std::size_t bytes, std::align_val_t alignment) { return counted_allocation(bytes, static_cast<std::size_t>(alignment)); }
+void operator delete(void* memory) noexcept { std::free(memory); }
+void operator delete[](void* memory) noexcept { std::free(memory); }
+void operator delete(void* memory, std::size_t) noexcept { std::free(memory); }
+void operator delete[](void* memory, std::size_t) noexcept { std::free(memory); }
+void operator delete(void* memory, std::align_val_t) noexcept { std::free(memory); }
+void operator delete[](void* memory, std::align_val_t) noexcept { std::free(memory); }
+void operator delete(void* memory, std::size_t, std::align_val_t) noexcept { std::free(memory); }
+void operator delete[](void* memory, std::size_t, std::align_val_t) noexcept { std::free(memory); }
 
 namespace {
 
@@ -71,7 +102,8 @@ TEST(Distributed, GlobalOffsetsFollowRankOrderWithUnevenShares)
   auto const info = me();
   // Rank r holds 3r + 1 items; rank 1 none when there are 3 ranks (an empty share).
   auto const share = [&](int r) -> std::size_t { return info.size == 3 && r == 1 ? 0 : 3 * static_cast<std::size_t>(r) + 1; };
-  auto const offsets = dist::global_offsets(world, share(info.rank));
+  std::vector<std::uint64_t> offsets(7, 99);  // more room than needed: resized
+  dist::global_offsets(world, share(info.rank), offsets);
   ASSERT_EQ(offsets.size(), static_cast<std::size_t>(info.size) + 1);
   std::uint64_t expected = 0;
   for (int r = 0; r < info.size; ++r) {
@@ -169,11 +201,13 @@ TEST(Distributed, HostLoopsCoverEveryItemOnceAndPassOnFailures)
   std::size_t const threads = dist::detail::host_threads(me().local_size);
   EXPECT_GE(threads, 1u);
   EXPECT_LE(threads, std::max(1u, std::thread::hardware_concurrency()));
+  dist::detail::host_team const team(4);
+  EXPECT_EQ(team.threads(), 4u);
   for (std::size_t count : {std::size_t{0}, std::size_t{1}, dist::detail::items_per_part * 5 + 3}) {
     std::size_t const parts = dist::detail::part_count(count, 4);
     std::vector<int> seen(count, 0);
     std::vector<std::size_t> first(parts, count), last(parts, 0);
-    dist::detail::parallel_ranges(count, 4, [&](std::size_t begin, std::size_t end, std::size_t part) {
+    dist::detail::parallel_ranges(count, team, [&](std::size_t begin, std::size_t end, std::size_t part) {
       first[part] = begin, last[part] = end;
       for (std::size_t i = begin; i < end; ++i) { ++seen[i]; }
     });
@@ -181,11 +215,22 @@ TEST(Distributed, HostLoopsCoverEveryItemOnceAndPassOnFailures)
     for (std::size_t part = 1; part < parts; ++part) { EXPECT_EQ(first[part], last[part - 1]); }  // contiguous, in order
     EXPECT_EQ(parts, count > 4 * dist::detail::items_per_part ? 4u : std::max<std::size_t>(1, count / dist::detail::items_per_part));
   }
-  EXPECT_THROW(dist::detail::parallel_ranges(dist::detail::items_per_part * 4, 4,
-                                             [](std::size_t, std::size_t, std::size_t part) {
-                                               if (part == 2) { throw std::runtime_error("part 2"); }
-                                             }),
-               std::runtime_error);
+  // The first failed part's exception, after every part ran; the team runs the next loop.
+  std::atomic<int> ran{0};
+  try {
+    dist::detail::parallel_ranges(dist::detail::items_per_part * 4, team, [&](std::size_t, std::size_t, std::size_t part) {
+      ++ran;
+      if (part >= 2) { throw std::runtime_error("part " + std::to_string(part)); }
+    });
+    ADD_FAILURE() << "no exception";
+  } catch (std::runtime_error const& e) {
+    EXPECT_STREQ(e.what(), "part 2");
+  }
+  EXPECT_EQ(ran, 4);
+  std::atomic<std::size_t> covered{0};
+  dist::detail::parallel_ranges(dist::detail::items_per_part * 4, team,
+                                [&](std::size_t begin, std::size_t end, std::size_t) { covered += end - begin; });
+  EXPECT_EQ(covered, dist::detail::items_per_part * 4);
 }
 
 TEST(Distributed, HostRowEnginePartitionsStablyAndSelectsInOrder)
@@ -193,7 +238,8 @@ TEST(Distributed, HostRowEnginePartitionsStablyAndSelectsInOrder)
   // The sharded query's engine on the host: a stable counting sort over several parts of the rows
   // (bins left empty among them) against std::stable_sort, and the selection of flagged rows.
   std::mt19937_64 rng(20261125);
-  dist::detail::host_row_engine engine(4);
+  dist::detail::host_team const team(4);
+  dist::detail::host_row_engine engine(team);
   for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, dist::detail::items_per_part * 5 + 3}) {
     for (std::size_t bins : {1, 3, 9}) {
       std::vector<std::uint32_t> bin(count);
@@ -251,7 +297,7 @@ TEST(DistributedNearest, RoutingNeverMissesARankWithinReach)
         return dist::detail::space_key(latitude[i], longitude[i]);
       },
       [&](std::size_t s) { return std::uint64_t{dist::detail::sample_row(s, count)}; }, samples);
-    auto const splitters = dist::detail::choose_splitters(samples, ranks);
+    auto const splitters = splitters_of(samples, ranks);
     ASSERT_EQ(splitters.size(), ranks - 1);
     std::vector<std::size_t> rank(count);
     for (std::size_t i = 0; i < count; ++i) {
@@ -308,7 +354,7 @@ TEST(DistributedNearest, KeysAndSplitters)
   // the remaining ranges are empty.
   std::vector<dist::detail::key_sample> same;
   for (std::uint64_t id = 0; id < 400; ++id) { same.push_back({77, id, 1.0, 1}); }
-  auto const even = dist::detail::choose_splitters(same, 4);
+  auto const even = splitters_of(same, 4);
   ASSERT_EQ(even.size(), 3u);
   for (std::size_t j = 0; j < 3; ++j) {
     EXPECT_EQ(even[j].key, 77u);
@@ -317,10 +363,10 @@ TEST(DistributedNearest, KeysAndSplitters)
   // Four references of weight 1 and observations (scaled to weigh 4 × 4 together) at key 30: half
   // of 20 is passed inside the observations' weight, and the cut moves to the next reference.
   std::vector<dist::detail::key_sample> weighted{{10, 0, 1.0, 1}, {20, 1, 1.0, 1}, {30, 0, 3.0, 0}, {40, 2, 1.0, 1}, {50, 3, 1.0, 1}};
-  auto const cut = dist::detail::choose_splitters(weighted, 2);
+  auto const cut = splitters_of(weighted, 2);
   ASSERT_EQ(cut.size(), 1u);
   EXPECT_EQ(cut[0].key, 40u);
-  auto const few = dist::detail::choose_splitters({{10, 0, 1.0, 1}}, 3);
+  auto const few = splitters_of({{10, 0, 1.0, 1}}, 3);
   EXPECT_EQ(few[1].key, dist::detail::nowhere);
 }
 
@@ -661,7 +707,7 @@ namespace {
 class own_rows_search : public dist::distributed_nearest<cpu_search> {
  public:
   own_rows_search(MPI_Comm comm, bool own_update)
-      : distributed_nearest(comm, dist::reference_layout::sharded), own_update_(own_update), engine_(2)
+      : distributed_nearest(comm, dist::reference_layout::sharded), own_update_(own_update), team_(2), engine_(team_)
   {
   }
   int updates = 0, queries = 0;
@@ -693,6 +739,7 @@ class own_rows_search : public dist::distributed_nearest<cpu_search> {
 
  private:
   bool own_update_;
+  dist::detail::host_team team_;
   dist::detail::host_row_engine engine_;
   dist::detail::sharded_rows<dist::detail::host_row_engine> rows_;
 };
@@ -724,6 +771,43 @@ TEST(DistributedNearest, EveryUpdatePathLeavesTheQueryRowsCurrent)
     }
     EXPECT_EQ(search.updates, 2);
     EXPECT_EQ(search.queries, 4);
+  }
+}
+
+// A loop of updates and queries whose shapes were all seen before allocates nothing on the host:
+// the object keeps every buffer (growing only), its host loops' threads are started once, the
+// agreement checks and offsets use no temporary. Two inputs alternate, A and a smaller B (fewer
+// references and observations on every rank, clustered references: other shards); the next update's
+// splitters weigh the last query's observations, so A after B is a state of its own: A, B, A warm
+// up, then B, A, B, A are counted. References of two host-loop parts' worth on every rank, so that
+// where the node has the cores the loops run on several threads.
+TEST(DistributedNearest, StepsNoLargerThanBeforeAllocateNothing)
+{
+  auto const info = me();
+  std::size_t const k = 3;
+  std::size_t const m = 2 * dist::detail::items_per_part + 100 * static_cast<std::size_t>(info.rank);
+  std::size_t const n = 40 + 5 * static_cast<std::size_t>(info.rank);
+  struct step_data {
+    point_set references, observations;
+  };
+  step_data const a{points_of(info.rank, info.size, m, false, 41), points_of(info.rank, info.size, n, false, 42)};
+  step_data const b{points_of(info.rank, info.size, m / 2, true, 43), points_of(info.rank, info.size, n / 2, false, 44)};
+  std::vector<std::int64_t> index(n * k);
+  std::vector<double> angle(n * k);
+  for (auto const layout : {dist::reference_layout::replicated, dist::reference_layout::sharded}) {
+    SCOPED_TRACE(layout == dist::reference_layout::sharded ? "sharded" : "replicated");
+    dist::distributed_nearest<cpu_search> search(world, layout);
+    auto const step = [&](step_data const& d) {
+      search.update(d.references.latitude.data(), d.references.longitude.data(), d.references.latitude.size());
+      search.query(d.observations.latitude.data(), d.observations.longitude.data(), d.observations.latitude.size(), k, index.data(),
+                   angle.data());
+    };
+    step(a), step(b), step(a);
+    std::size_t const before = host_allocations();
+    step(b), step(a), step(b), step(a);
+    std::size_t const allocated = host_allocations() - before;
+    EXPECT_EQ(allocated, 0u) << "operator new calls in four steps on rank " << info.rank;
+    EXPECT_EQ(max_over_ranks(allocated), 0u);
   }
 }
 

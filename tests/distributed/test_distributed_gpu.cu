@@ -4,12 +4,14 @@
 #include <streamkit/distributed/gpu_searcher.cuh>
 #include <streamkit/distributed/minmax_scaler.cuh>
 
+#include "../device_memory.hpp"
 #include "../gpu_test.hpp"
 #include "distributed_support.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -169,7 +171,8 @@ void check_row_engines()
   namespace detail = dist::detail;
   streamkit::device_guard const guard(rank_device());
   detail::device_row_engine gpu(rank_device());
-  detail::host_row_engine cpu(4);
+  detail::host_team const team(4);
+  detail::host_row_engine cpu(team);
   streamkit::stream_ref const s = gpu.work_stream();
   std::mt19937_64 rng(31 + static_cast<unsigned>(me().rank));
   std::uniform_real_distribution<double> unit(0.0, 1.0);
@@ -187,7 +190,7 @@ void check_row_engines()
       count, true, [&](std::size_t q) { return detail::space_key(lat[detail::sample_row(q, count)], lon[detail::sample_row(q, count)]); },
       [&](std::size_t q) { return std::uint64_t{detail::sample_row(q, count)}; }, samples);
     std::size_t const ranks = 5;
-    auto const splitters = detail::choose_splitters(samples, ranks);
+    auto const splitters = splitters_of(samples, ranks);
     auto const device_lat = upload(lat, s), device_lon = upload(lon, s);
     auto const device_splitters = upload(splitters, s);
 
@@ -438,6 +441,7 @@ TEST(DistributedGpu, ScalerFitIsBitIdenticalToOneFitOverTheConcatenationDouble)
 TEST(DistributedGpu, ScalerRanksThatDisagreeAllThrowTheSameError)
 {
   STREAMKIT_REQUIRE_GPU();
+  if (me().size == 1) { GTEST_SKIP() << "one rank: no other rank to disagree with"; }
   auto const info = me();
   streamkit::device_guard const guard(rank_device());
   streamkit::stream const s(rank_device());
@@ -473,4 +477,83 @@ TEST(DistributedGpu, ScalerBadViewOnOneRankReachesEveryRank)
   dist::distributed_minmax_scaler<float> scaler(world);
   EXPECT_ANY_THROW(scaler.fit(view, s.ref()));
   EXPECT_TRUE(dist::all_succeed(world, true));  // still in step
+}
+
+namespace {
+
+/// Device memory in use on the rank's GPU, settled (streamkit_test::settled_free_memory()), read
+/// while no rank of the job trims its memory pool: ranks that share the GPU see each other's memory.
+std::size_t settled_free_memory_of_every_rank()
+{
+  static_cast<void>(streamkit_test::settled_free_memory(rank_device()));
+  MPI_Barrier(world);
+  std::size_t const free = streamkit_test::settled_free_memory(rank_device());  // nothing left to trim
+  MPI_Barrier(world);
+  return free;
+}
+
+}  // namespace
+
+// A loop of updates and queries whose shapes were all seen before allocates no device or page-locked
+// memory: device memory in use (settled) and page-locked bytes held stay flat, and the searcher's
+// dispatcher allocates no workspace, for host arrays and for device views, in both layouts. Two
+// inputs alternate, A and a smaller B, as in DistributedNearest.StepsNoLargerThanBeforeAllocateNothing
+// (which counts the host allocations of the host-side logic): A, B, A warm up, B, A, B, A are measured.
+// The host allocations of the GPU path (the searcher's, the dispatcher's) are printed, not checked.
+TEST(DistributedGpu, StepsNoLargerThanBeforeAllocateNoDeviceOrPageLockedMemory)
+{
+  STREAMKIT_REQUIRE_GPU();
+  auto const info = me();
+  streamkit::device_guard const guard(rank_device());
+  streamkit::stream const s(rank_device());
+  std::size_t const k = 4;
+  auto const r = static_cast<std::size_t>(info.rank);
+  struct step_data {
+    point_set references, observations;
+  };
+  step_data const a{points_of(info.rank, info.size, 70000 + 500 * r, false, 51), points_of(info.rank, info.size, 30000 + 300 * r, false, 52)};
+  step_data const b{points_of(info.rank, info.size, 20000, true, 53), points_of(info.rank, info.size, 12000, false, 54)};
+  struct on_device {
+    streamkit::device_buffer<double> reference_latitude, reference_longitude, latitude, longitude;
+  };
+  on_device const a_there{upload(a.references.latitude, s.ref()), upload(a.references.longitude, s.ref()),
+                          upload(a.observations.latitude, s.ref()), upload(a.observations.longitude, s.ref())};
+  on_device const b_there{upload(b.references.latitude, s.ref()), upload(b.references.longitude, s.ref()),
+                          upload(b.observations.latitude, s.ref()), upload(b.observations.longitude, s.ref())};
+  std::size_t const n = a.observations.latitude.size();
+  std::vector<std::int64_t> index(n * k);
+  std::vector<double> angle(n * k);
+  streamkit::device_buffer<std::int64_t> index_there(n * k, s.ref());
+  streamkit::device_buffer<double> angle_there(n * k, s.ref());
+  s.sync();
+  using points = streamkit::points_ref<double>;
+  using neighbors = streamkit::neighbors_ref<std::int64_t, double>;
+  for (auto const layout : {dist::reference_layout::replicated, dist::reference_layout::sharded}) {
+    for (bool const device_views : {false, true}) {
+      std::string const what = std::string(layout == dist::reference_layout::sharded ? "sharded" : "replicated") +
+                               (device_views ? ", device views" : ", host arrays");
+      SCOPED_TRACE(what);
+      auto search = dist::make_distributed_gpu_nearest(world, layout);
+      auto const step = [&](step_data const& d, on_device const& there) {
+        std::size_t const m = d.references.latitude.size(), count = d.observations.latitude.size();
+        if (device_views) {
+          search.update(points::separate(there.reference_latitude.data(), there.reference_longitude.data(), m));
+          search.query(points::separate(there.latitude.data(), there.longitude.data(), count),
+                       neighbors::dense(index_there.data(), angle_there.data(), count, k));
+        } else {
+          search.update(d.references.latitude.data(), d.references.longitude.data(), m);
+          search.query(d.observations.latitude.data(), d.observations.longitude.data(), count, k, index.data(), angle.data());
+        }
+      };
+      step(a, a_there), step(b, b_there), step(a, a_there);
+      std::size_t const free_before = settled_free_memory_of_every_rank(), pinned_before = streamkit::pinned_bytes_in_use();
+      std::size_t const workspaces_before = search.searcher().workers().workspace_allocations(), host_before = host_allocations();
+      step(b, b_there), step(a, a_there), step(b, b_there), step(a, a_there);
+      std::size_t const host_allocated = host_allocations() - host_before;
+      EXPECT_EQ(search.searcher().workers().workspace_allocations(), workspaces_before);
+      EXPECT_EQ(streamkit::pinned_bytes_in_use(), pinned_before);
+      EXPECT_EQ(settled_free_memory_of_every_rank(), free_before) << "device memory in use changed";
+      std::printf("[ rank %d ] %s: %zu host allocations in four steps (the GPU path)\n", info.rank, what.c_str(), host_allocated);
+    }
+  }
 }

@@ -26,6 +26,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <initializer_list>
 #include <vector>
 
 namespace streamkit::distributed {
@@ -153,36 +154,44 @@ void run_everywhere(MPI_Comm comm, char const* what, Work&& local)
   }
 }
 
-/// Checks that every rank passed the same value for each named parameter (collective). If any
-/// differs, every rank throws the same std::invalid_argument naming the first such parameter and
-/// the smallest and largest value passed.
-inline void expect_agreement(MPI_Comm comm, char const* what, std::vector<std::pair<char const*, std::uint64_t>> const& parameters)
+/// Checks that every rank passed the same value for each named parameter (collective; at most
+/// agreement_parameters of them). If any differs, every rank throws the same std::invalid_argument
+/// naming the first such parameter and the smallest and largest value passed. Allocates nothing
+/// unless it throws (queries call it at every step).
+inline constexpr std::size_t agreement_parameters = 8;
+inline void expect_agreement(MPI_Comm comm, char const* what, std::initializer_list<std::pair<char const*, std::uint64_t>> parameters)
 {
-  std::vector<std::uint64_t> low(parameters.size()), high(parameters.size());
-  for (std::size_t i = 0; i < parameters.size(); ++i) { low[i] = high[i] = parameters[i].second; }
+  if (parameters.size() > agreement_parameters) {
+    throw std::logic_error(std::string(what) + ": more than " + std::to_string(agreement_parameters) + " parameters to agree on");
+  }
+  std::uint64_t low[agreement_parameters] = {}, high[agreement_parameters] = {};
+  std::size_t i = 0;
+  for (auto const& parameter : parameters) { low[i] = high[i] = parameter.second, ++i; }
   int const count = static_cast<int>(parameters.size());
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, low.data(), count, MPI_UINT64_T, MPI_MIN, comm), "MPI_Allreduce");
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, high.data(), count, MPI_UINT64_T, MPI_MAX, comm), "MPI_Allreduce");
-  for (std::size_t i = 0; i < parameters.size(); ++i) {
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, low, count, MPI_UINT64_T, MPI_MIN, comm), "MPI_Allreduce");
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, high, count, MPI_UINT64_T, MPI_MAX, comm), "MPI_Allreduce");
+  i = 0;
+  for (auto const& parameter : parameters) {
     if (low[i] != high[i]) {
-      throw std::invalid_argument(std::string(what) + ": the ranks disagree on " + parameters[i].first + " (values from " +
+      throw std::invalid_argument(std::string(what) + ": the ranks disagree on " + parameter.first + " (values from " +
                                   std::to_string(low[i]) + " to " + std::to_string(high[i]) + ")");
     }
+    ++i;
   }
 }
 
 /// Where each rank's items start in the concatenation of every rank's items in rank order, and the
-/// total: offsets[r] is the global id of rank r's first item, offsets[size] the total (collective).
-inline std::vector<std::uint64_t> global_offsets(MPI_Comm comm, std::size_t local_count)
+/// total, into `offsets`: offsets[r] is the global id of rank r's first item, offsets[size] the total
+/// (collective). Allocates only where `offsets` has less room than size + 1 (the caller keeps it).
+inline void global_offsets(MPI_Comm comm, std::size_t local_count, std::vector<std::uint64_t>& offsets)
 {
   int size = 1;
   mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size");
   std::uint64_t const mine = local_count;
-  std::vector<std::uint64_t> counts(static_cast<std::size_t>(size));
-  mpi_check(MPI_Allgather(&mine, 1, MPI_UINT64_T, counts.data(), 1, MPI_UINT64_T, comm), "MPI_Allgather");
-  std::vector<std::uint64_t> offsets(counts.size() + 1, 0);
-  for (std::size_t r = 0; r < counts.size(); ++r) { offsets[r + 1] = offsets[r] + counts[r]; }
-  return offsets;
+  offsets.resize(static_cast<std::size_t>(size) + 1);
+  offsets[0] = 0;
+  mpi_check(MPI_Allgather(&mine, 1, MPI_UINT64_T, offsets.data() + 1, 1, MPI_UINT64_T, comm), "MPI_Allgather");
+  for (std::size_t r = 1; r < offsets.size(); ++r) { offsets[r] += offsets[r - 1]; }
 }
 
 }  // namespace streamkit::distributed

@@ -12,9 +12,9 @@
 /// into send buffers, the reach test, placing the answers: detail/device_rows.cuh); host arrays are
 /// copied to the GPU first (and a query's answers back), and only the parts that go to other ranks
 /// cross PCIe to and from MPI's page-locked buffers (MPI exchanges host memory: device pointers never
-/// go to MPI here, also with a CUDA-aware MPI); the update's references come back to the host in
-/// send order, for MPI and the searcher, which prepares from host arrays. Elsewhere device views are
-/// staged through page-locked host buffers.
+/// go to MPI here, also with a CUDA-aware MPI). The update's shard is assembled on the GPU (its own
+/// part copied there, the parts other ranks send copied up from MPI's buffers) and the searcher
+/// prepares from it there. Elsewhere device views are staged through page-locked host buffers.
 /// make_distributed_gpu_nearest() picks each rank's GPU from its rank on the node (default_device()).
 
 #include <streamkit/distributed/communicator.hpp>
@@ -53,8 +53,9 @@ class gpu_searcher {
   {
   }
 
-  /// Replaces the references (radians, float64, packed host arrays; `count` may be 0) on every GPU of
-  /// the rank, reusing their memory when the set is no larger; waits.
+  /// Replaces the references (radians, float64, packed arrays in host memory or in the device memory
+  /// of the searcher's GPUs, copied on the device then; `count` may be 0) on every GPU of the rank,
+  /// reusing their memory when the set is no larger; waits.
   void prepare(double const* latitude, double const* longitude, std::size_t count)
   {
     count_ = count;
@@ -141,9 +142,10 @@ class distributed_gpu_nearest : public distributed_nearest<gpu_searcher> {
   /// Replaces the references with this rank's part: a view (radians; any stride) in host memory or
   /// in the device memory of the rank's GPU; ranks may mix them. Sharded: the work per reference
   /// (keys, ranks, the send order) runs on the GPU, a device view read where it is, a host view
-  /// copied there first (through page-locked memory, on the host threads); the references come back
-  /// to the host in send order, for MPI and the searcher. Replicated: a device view is copied to a
-  /// page-locked host buffer first. Collective.
+  /// copied there first (through page-locked memory, on the host threads); only the references that
+  /// go to other ranks come to the host (for MPI), and the shard the searcher prepares from is
+  /// assembled on the GPU. Replicated: a device view is copied to a page-locked host buffer first.
+  /// Collective.
   void update(points_ref<double> references)
   {
     if (layout() == reference_layout::sharded) {
@@ -300,7 +302,7 @@ class distributed_gpu_nearest : public distributed_nearest<gpu_searcher> {
       detail::launch_copy_strided_rows(from, stride, to, 1, count, 1, engine.work_stream());
       return;
     }
-    detail::parallel_ranges(count, threads(), [&](std::size_t begin, std::size_t end, std::size_t) {
+    detail::parallel_ranges(count, team(), [&](std::size_t begin, std::size_t end, std::size_t) {
       for (std::size_t i = begin; i < end; ++i) { packed[i] = from[i * stride]; }
       engine.from_host(packed + begin, end - begin, to + begin);
     });
@@ -321,14 +323,14 @@ class distributed_gpu_nearest : public distributed_nearest<gpu_searcher> {
       return;
     }
     grow(staged, count * k);
-    std::size_t const parts = detail::part_count(count, threads());
+    std::size_t const parts = detail::part_count(count, team().threads());
     while (arrivals_.size() < parts) { arrivals_.emplace_back(engine.device()); }
     for (std::size_t part = 0; part < parts; ++part) {
       std::size_t const begin = detail::part_begin(count, parts, part), end = detail::part_begin(count, parts, part + 1);
       engine.to_host(from + begin * k, (end - begin) * k, staged.data() + begin * k);
       arrivals_[part].record(engine.work_stream());
     }
-    detail::parallel_ranges(count, threads(), [&](std::size_t begin, std::size_t end, std::size_t part) {
+    detail::parallel_ranges(count, team(), [&](std::size_t begin, std::size_t end, std::size_t part) {
       arrivals_[part].sync();
       if (stride == k) {
         std::copy_n(staged.data() + begin * k, (end - begin) * k, to + begin * k);

@@ -36,7 +36,9 @@
 ///   void prepare(double const* latitude, double const* longitude, std::size_t count);
 ///   void search(double const* latitude, double const* longitude, std::size_t count, std::size_t k,
 ///               std::int64_t* index, double* angle);
-/// with coordinates in radians (float64, packed); search writes, per observation, k pairs (local
+/// with coordinates in radians (float64, packed): host arrays, but for prepare() after a sharded
+/// update on another engine (repartition_on()), which passes the shard where that engine keeps its
+/// rows (distributed_gpu_nearest: the GPU's memory); search writes, per observation, k pairs (local
 /// index, angle in radians) nearest first, ties to the smaller index, -1 and NaN beyond the set and
 /// for invalid observations (and never returns an invalid reference).
 ///
@@ -54,6 +56,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -147,14 +150,6 @@ inline int mpi_count(std::size_t count, char const* what)
   return static_cast<int>(count);
 }
 
-/// Exclusive prefix sums of `counts` (MPI displacements).
-inline std::vector<int> displacements(std::vector<int> const& counts)
-{
-  std::vector<int> at(counts.size(), 0);
-  for (std::size_t r = 1; r < counts.size(); ++r) { at[r] = at[r - 1] + counts[r - 1]; }
-  return at;
-}
-
 /// @throws std::length_error where rows of one rank cannot be numbered in 32 bits (the engines' row numbers).
 inline void expect_row_numbers(std::size_t count, char const* what)
 {
@@ -239,8 +234,8 @@ class distributed_nearest {
         layout_(layout),
         searcher_(std::move(searcher)),
         info_(describe(comm)),
-        threads_(detail::host_threads(info_.local_size)),
-        host_engine_(threads_)
+        team_(std::make_unique<detail::host_team>(detail::host_threads(info_.local_size))),
+        host_engine_(*team_)
   {
     expect_agreement(comm_, "distributed_nearest", {{"the reference layout", static_cast<std::uint64_t>(layout_)}});
   }
@@ -321,7 +316,7 @@ class distributed_nearest {
       return;
     }
     repartition_on(host_engine_, host_rows_, count, [&] {
-      detail::parallel_ranges(count, threads_, [&](std::size_t begin, std::size_t end, std::size_t) { staging.arrive(begin, end); });
+      detail::parallel_ranges(count, *team_, [&](std::size_t begin, std::size_t end, std::size_t) { staging.arrive(begin, end); });
       return detail::point_rows{latitude, longitude, 1};
     });
   }
@@ -364,8 +359,8 @@ class distributed_nearest {
   [[nodiscard]] exchange_stats& stats() noexcept { return stats_; }
   /// The number of ranks.
   [[nodiscard]] int ranks() const noexcept { return info_.size; }
-  /// Threads for this rank's host loops (detail::host_threads()).
-  [[nodiscard]] std::size_t threads() const noexcept { return threads_; }
+  /// The threads of this rank's host loops (detail::host_threads() of them).
+  [[nodiscard]] detail::host_team const& team() const noexcept { return *team_; }
 
   /// What every query does first (collective): the ranks agree on k, k ≥ 1, an update() was made;
   /// a fresh record of the exchange.
@@ -394,7 +389,7 @@ class distributed_nearest {
   void begin_update(std::size_t count)
   {
     stats_ = {};
-    offsets_ = global_offsets(comm_, count);
+    global_offsets(comm_, count, offsets_);
   }
 
   template <class Staging>
@@ -403,9 +398,14 @@ class distributed_nearest {
     begin_update(count);
     run_everywhere(comm_, "distributed_nearest::update", [&] { staging.arrive(0, count); });
     double mark = MPI_Wtime();
-    std::vector<int> counts(static_cast<std::size_t>(info_.size));
-    for (std::size_t r = 0; r < counts.size(); ++r) { counts[r] = detail::mpi_count(offsets_[r + 1] - offsets_[r], "update"); }
-    auto const at = detail::displacements(counts);
+    auto const ranks = static_cast<std::size_t>(info_.size);
+    std::vector<int>& counts = counts_.receive_count;
+    std::vector<int>& at = counts_.receive_at;
+    counts.resize(ranks), at.resize(ranks);
+    for (std::size_t r = 0; r < ranks; ++r) {
+      counts[r] = detail::mpi_count(offsets_[r + 1] - offsets_[r], "update");
+      at[r] = detail::mpi_count(offsets_[r], "update");
+    }
     std::size_t const total = offsets_.back();
     all_latitude_.resize(total);
     all_longitude_.resize(total);
@@ -439,8 +439,10 @@ class distributed_nearest {
   /// the work per reference (its key and rank, the send order) on `engine` with the working memory
   /// `rows`. `points_there()` returns the references in the engine's memory; it is called once, inside
   /// a collective, before any of them is read, and its time is staging. Afterwards the shard is in
-  /// host memory (shard_ids(); the searcher prepared from it) and, stamped with this update, its ids
-  /// and the splitters in `rows` on the engine (what sharded_query_on() on the same rows reads).
+  /// `rows` on the engine (the searcher prepared from its coordinates there: on a GPU engine they
+  /// never cross to the host but for the parts other ranks send or receive) and, stamped with this
+  /// update, its ids and the splitters (what sharded_query_on() on the same rows reads); its ids also
+  /// in host memory (shard_ids()).
   template <class Engine, class PointsThere>
   void repartition_on(Engine& engine, detail::sharded_rows<Engine>& rows, std::size_t count, PointsThere const& points_there)
   {
@@ -480,12 +482,11 @@ class distributed_nearest {
                              MPI_BYTE, comm_),
               "MPI_Allgatherv");
     detail::lap(mark, stats_.seconds);
-    splitters_ = detail::choose_splitters(all_samples_, ranks);
+    detail::choose_splitters(all_samples_, ranks, splitters_);
     ++partition_stamp_;
 
     // Each reference to the rank of its range, in order, so that a shard holds its references by
-    // global id: the send order on the engine, and all of it to the host (the own part too: the
-    // searcher prepares from host arrays).
+    // global id: the send order on the engine, and the other ranks' parts of it to the host for MPI.
     detail::segments& out = shards_out_;
     detail::segments& in = shards_in_;
     run_everywhere(comm_, "distributed_nearest::update", [&] {
@@ -501,37 +502,52 @@ class distributed_nearest {
       double* const longitude = engine.reserve(rows.send_longitude, count);
       std::int64_t* const id = engine.reserve(rows.send_id, count);
       engine.for_each(count, detail::fill_slots{points, rows.order.data(), latitude, longitude, nullptr, first_id, id});
-      engine.to_host(latitude, count, engine.reserve(rows.outgoing_latitude, count));
-      engine.to_host(longitude, count, engine.reserve(rows.outgoing_longitude, count));
-      engine.to_host(id, count, engine.reserve(rows.outgoing_id, count));
+      double* const outgoing_latitude = engine.reserve(rows.outgoing_latitude, count);
+      double* const outgoing_longitude = engine.reserve(rows.outgoing_longitude, count);
+      std::int64_t* const outgoing_id = engine.reserve(rows.outgoing_id, count);
+      detail::other_ranks_parts(out, me, [&](std::size_t begin, std::size_t n) {
+        engine.to_host(latitude + begin, n, outgoing_latitude + begin);
+        engine.to_host(longitude + begin, n, outgoing_longitude + begin);
+        engine.to_host(id + begin, n, outgoing_id + begin);
+      });
       engine.wait();
     });
     detail::lap(mark, stats_.host_seconds);
     detail::exchange_sizes(out, in, counts_, comm_);
     std::size_t const held = in.total();
-    shard_latitude_.resize(held), shard_longitude_.resize(held), shard_id_.resize(held);
-    run_everywhere(comm_, "distributed_nearest::update", [&] { engine.reserve(rows.incoming_id, held); });
-    detail::exchange_segments(rows.outgoing_latitude.data(), out, shard_latitude_.data(), in, 1, me, counts_, comm_);
-    detail::exchange_segments(rows.outgoing_longitude.data(), out, shard_longitude_.data(), in, 1, me, counts_, comm_);
-    detail::exchange_segments(rows.outgoing_id.data(), out, rows.incoming_id.data(), in, 1, me, counts_, comm_);
+    double* incoming_latitude = nullptr;
+    double* incoming_longitude = nullptr;
+    std::int64_t* incoming_id = nullptr;
+    run_everywhere(comm_, "distributed_nearest::update", [&] {
+      incoming_latitude = engine.reserve(rows.incoming_latitude, held);
+      incoming_longitude = engine.reserve(rows.incoming_longitude, held);
+      incoming_id = engine.reserve(rows.incoming_id, held);
+    });
+    detail::exchange_segments(rows.outgoing_latitude.data(), out, incoming_latitude, in, 1, me, counts_, comm_);
+    detail::exchange_segments(rows.outgoing_longitude.data(), out, incoming_longitude, in, 1, me, counts_, comm_);
+    detail::exchange_segments(rows.outgoing_id.data(), out, incoming_id, in, 1, me, counts_, comm_);
     std::uint64_t const held_here = held;
     shard_sizes_.resize(ranks);
     mpi_check(MPI_Allgather(&held_here, 1, MPI_UINT64_T, shard_sizes_.data(), 1, MPI_UINT64_T, comm_), "MPI_Allgather");
     detail::lap(mark, stats_.seconds);
 
-    // The own part into the shard on the host threads; the shard's ids to the engine (the own part
-    // from its send buffer there).
+    // The shard on the engine: the own part from its send order there, the other ranks' parts from
+    // MPI's buffers; its ids also on the host.
     run_everywhere(comm_, "distributed_nearest::update", [&] {
-      std::int64_t const* const incoming_id = rows.incoming_id.data();
+      double* const latitude = engine.reserve(rows.shard_latitude, held);
+      double* const longitude = engine.reserve(rows.shard_longitude, held);
       std::int64_t* const ids_there = engine.reserve(rows.shard_id, held);
+      shard_id_.resize(held);
+      engine.copy(rows.send_latitude.data() + out.at[me], out.size[me], latitude + in.at[me]);
+      engine.copy(rows.send_longitude.data() + out.at[me], out.size[me], longitude + in.at[me]);
       engine.copy(rows.send_id.data() + out.at[me], out.size[me], ids_there + in.at[me]);
+      engine.to_host(rows.send_id.data() + out.at[me], out.size[me], shard_id_.data() + in.at[me]);
       detail::other_ranks_parts(in, me, [&](std::size_t begin, std::size_t n) {
+        engine.from_host(incoming_latitude + begin, n, latitude + begin);
+        engine.from_host(incoming_longitude + begin, n, longitude + begin);
         engine.from_host(incoming_id + begin, n, ids_there + begin);
-        detail::parallel_copy(incoming_id + begin, n, shard_id_.data() + begin, threads_);
+        detail::parallel_copy(incoming_id + begin, n, shard_id_.data() + begin, *team_);
       });
-      detail::parallel_copy(rows.outgoing_latitude.data() + out.at[me], out.size[me], shard_latitude_.data() + in.at[me], threads_);
-      detail::parallel_copy(rows.outgoing_longitude.data() + out.at[me], out.size[me], shard_longitude_.data() + in.at[me], threads_);
-      detail::parallel_copy(rows.outgoing_id.data() + out.at[me], out.size[me], shard_id_.data() + in.at[me], threads_);
       engine.wait();
       rows.partition_stamp = partition_stamp_;
     });
@@ -542,7 +558,7 @@ class distributed_nearest {
     stats_.bytes_sent = (count - kept) * reference_bytes + samples_.size() * sizeof(detail::key_sample) * (ranks - 1);
     stats_.bytes_received = (held - kept) * reference_bytes + samples_in * sizeof(detail::key_sample);
     stats_.references_held = held;
-    run_everywhere(comm_, "distributed_nearest::update", [&] { searcher_.prepare(shard_latitude_.data(), shard_longitude_.data(), held); });
+    run_everywhere(comm_, "distributed_nearest::update", [&] { searcher_.prepare(rows.shard_latitude.data(), rows.shard_longitude.data(), held); });
     detail::lap(mark, stats_.search_seconds);
   }
 
@@ -665,9 +681,9 @@ class distributed_nearest {
     double const* const flagged_longitude = rows.flagged_longitude_host.data();
     std::int64_t* const flagged_index = rows.flagged_index_host.data();
     double* const flagged_angle = rows.flagged_angle_host.data();
-    std::size_t const parts = detail::part_count(flagged, threads_);
+    std::size_t const parts = detail::part_count(flagged, team_->threads());
     seen_.assign(parts * ranks, std::numeric_limits<std::size_t>::max());
-    helpers_.route(flagged, ranks, threads_, [&](std::size_t f, std::size_t part, auto&& send) {
+    helpers_.route(flagged, ranks, *team_, [&](std::size_t f, std::size_t part, auto&& send) {
       std::size_t* const seen = seen_.data() + part * ranks;
       auto const visit = [&](std::size_t r) {
         if (r != me && shard_sizes_[r] > 0 && seen[r] != f) { seen[r] = f, send(r); }
@@ -776,7 +792,7 @@ class distributed_nearest {
                               double* angle)
   {
     searcher_.search(latitude, longitude, count, k, index, angle);
-    detail::parallel_ranges(count * k, threads_, [&](std::size_t begin, std::size_t end, std::size_t) {
+    detail::parallel_ranges(count * k, *team_, [&](std::size_t begin, std::size_t end, std::size_t) {
       for (std::size_t e = begin; e < end; ++e) {
         if (index[e] >= 0) { index[e] = shard_id_[static_cast<std::size_t>(index[e])]; }
       }
@@ -789,7 +805,7 @@ class distributed_nearest {
   reference_layout layout_;
   Searcher searcher_;
   rank_info info_;
-  std::size_t threads_;                    // for the host loops: the node's cores shared by its ranks
+  std::unique_ptr<detail::host_team> team_;  // the host loops' threads (the node's cores shared by its ranks); stable: the engine refers to it
   std::vector<std::uint64_t> offsets_;     // global ids: offsets_[r] is rank r's first
   exchange_stats stats_;
   // Replicated: every rank's references.
@@ -798,7 +814,6 @@ class distributed_nearest {
   std::vector<detail::keyed_id> splitters_;
   std::uint64_t partition_stamp_ = 0;                 // the sharded update()s so far: which one the rows' copies hold
   std::vector<std::uint64_t> shard_sizes_;            // every rank's
-  std::vector<double> shard_latitude_, shard_longitude_;
   std::vector<std::int64_t> shard_id_;
   std::vector<detail::key_sample> observation_samples_;  // of the last query, for the next splitters
   // Working memory, kept so that a loop of steps of one size allocates nothing; one buffer per use, so

@@ -54,12 +54,13 @@ struct staged_points {
     detail::copy_to_device(chunk, latitude, device, slot);
     if (!pairs) { detail::copy_to_device(chunk, longitude, device + count, slot + 1); }
   }
-  /// Enqueues the copies into `device` (2 × count elements) on `stream`, straight from the host
-  /// memory (pageable memory is then copied by the runtime before the call returns).
+  /// Enqueues the copies into `device` (2 × count elements) on `stream`, straight from where the
+  /// points are: host memory (pageable memory is then copied by the runtime before the call returns)
+  /// or device memory (copied on the device, or between devices).
   void copy_to_device(T* device, stream_ref stream) const
   {
-    copy_lines_async(device, latitude.length, latitude.data, latitude.ld, count, latitude.length, cudaMemcpyHostToDevice, stream);
-    if (!pairs) { copy_lines_async(device + count, 1, longitude.data, longitude.ld, count, 1, cudaMemcpyHostToDevice, stream); }
+    copy_lines_async(device, latitude.length, latitude.data, latitude.ld, count, latitude.length, cudaMemcpyDefault, stream);
+    if (!pairs) { copy_lines_async(device + count, 1, longitude.data, longitude.ld, count, 1, cudaMemcpyDefault, stream); }
   }
   /// The view of the packed copy at `device`.
   [[nodiscard]] points_ref<T> on_device(T const* device) const noexcept
@@ -196,8 +197,8 @@ class multi_gpu_nearest_neighbor {
   multi_gpu_nearest_neighbor(multi_gpu_nearest_neighbor const&) = delete;
   multi_gpu_nearest_neighbor& operator=(multi_gpu_nearest_neighbor const&) = delete;
 
-  /// Replaces the reference set (host memory) on every device, reusing memory when the new set is no
-  /// larger, and waits. @throws std::invalid_argument for M = 0, null coordinates, or (with
+  /// Replaces the reference set (host memory, or device memory: copied to every device without a trip
+  /// through the host) on every device, reusing memory when the new set is no larger, and waits. @throws std::invalid_argument for M = 0, null coordinates, or (with
   /// invalid_points::reject) invalid references.
   void update(points_ref<T> references)
   {

@@ -1,16 +1,21 @@
 #pragma once
 // Host loops of the distributed search (caps, routing, merging) over the cores of the node, which its
 // ranks share: per observation they cost tens of nanoseconds of trigonometry, as much as the GPU's
-// search of millions of points when run on one core.
+// search of millions of points when run on one core. The threads are started once per object (a
+// host_team) and kept: a loop allocates nothing and starts no thread.
 
 #ifdef __linux__
 #include <sched.h>
 #endif
 
+#include <streamkit/multi_gpu/detail/worker_pool.hpp>
+
 #include <algorithm>
 #include <cstddef>
 #include <exception>
-#include <system_error>
+#include <limits>
+#include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -47,42 +52,55 @@ inline std::size_t part_begin(std::size_t count, std::size_t parts, std::size_t 
   return count / parts * part + std::min(part, count % parts);
 }
 
-/// Runs body(begin, end, part) for the part_count(count, threads) contiguous parts of [0, count), one
-/// thread each (part 0 on the calling thread), and rethrows the first part's exception after all end.
-template <class Body>
-void parallel_ranges(std::size_t count, std::size_t threads, Body const& body)
-{
-  std::size_t const parts = part_count(count, threads);
-  std::vector<std::exception_ptr> failures(parts);
-  auto const run = [&](std::size_t part) {
-    try {
-      body(part_begin(count, parts, part), part_begin(count, parts, part + 1), part);
-    } catch (...) {
-      failures[part] = std::current_exception();
-    }
-  };
-  std::vector<std::thread> workers;
-  workers.reserve(parts - 1);
-  for (std::size_t part = 1; part < parts; ++part) {
-    try {
-      workers.emplace_back(run, part);
-    } catch (std::system_error const&) {  // no thread to be had: this one does that part
-      run(part);
-    }
-  }
-  run(0);
-  for (auto& worker : workers) { worker.join(); }
-  for (auto const& failure : failures) {
+/// The threads of one rank's host loops: the caller's and threads − 1 kept waiting in a pool, started
+/// once (a thread's start costs ~10 µs and allocates). One loop at a time (not thread-safe; loops do
+/// not nest). Movable: the pool stays where it is.
+class host_team {
+ public:
+  /// @param threads at least 1 (host_threads()).
+  explicit host_team(std::size_t threads) : pool_(std::make_unique<streamkit::detail::worker_pool>(std::max<std::size_t>(1, threads) - 1)) {}
+
+  /// The threads of a loop, the caller's included.
+  [[nodiscard]] std::size_t threads() const noexcept { return pool_->size() + 1; }
+
+  /// Runs body(begin, end, part) for the part_count(count, threads()) contiguous parts of [0, count),
+  /// one thread each (part 0 on the calling thread), and rethrows the exception of the first part
+  /// that threw after all end. Allocates nothing.
+  template <class Body>
+  void parallel_ranges(std::size_t count, Body const& body) const
+  {
+    std::size_t const parts = part_count(count, threads());
+    std::mutex failed;
+    std::exception_ptr failure;
+    std::size_t failed_part = std::numeric_limits<std::size_t>::max();
+    pool_->run(parts, [&](std::size_t part) {
+      try {
+        body(part_begin(count, parts, part), part_begin(count, parts, part + 1), part);
+      } catch (...) {
+        std::lock_guard<std::mutex> const lock(failed);
+        if (part < failed_part) { failed_part = part, failure = std::current_exception(); }
+      }
+    });
     if (failure) { std::rethrow_exception(failure); }
   }
+
+ private:
+  std::unique_ptr<streamkit::detail::worker_pool> pool_;
+};
+
+/// team.parallel_ranges(count, body).
+template <class Body>
+void parallel_ranges(std::size_t count, host_team const& team, Body const& body)
+{
+  team.parallel_ranges(count, body);
 }
 
 /// std::copy_n of `count` values on the host threads (the own part of an exchange, host rows: one
 /// thread copies about 10 GB/s, a fraction of what the node's memory moves).
 template <class T>
-void parallel_copy(T const* from, std::size_t count, T* to, std::size_t threads)
+void parallel_copy(T const* from, std::size_t count, T* to, host_team const& team)
 {
-  parallel_ranges(count, threads, [&](std::size_t begin, std::size_t end, std::size_t) { std::copy(from + begin, from + end, to + begin); });
+  parallel_ranges(count, team, [&](std::size_t begin, std::size_t end, std::size_t) { std::copy(from + begin, from + end, to + begin); });
 }
 
 }  // namespace streamkit::distributed::detail
@@ -98,13 +116,13 @@ class routed_items {
   /// to (each at most once); `part` (below part_count(count, threads)) names the calling thread's part.
   /// Afterwards counts()[r] items go to rank r.
   template <class Destinations>
-  void route(std::size_t count, std::size_t ranks, std::size_t threads, Destinations const& destinations)
+  void route(std::size_t count, std::size_t ranks, host_team const& team, Destinations const& destinations)
   {
-    ranks_ = ranks, count_ = count, threads_ = threads;
-    std::size_t const parts = part_count(count, threads);
+    ranks_ = ranks, count_ = count, team_ = &team;
+    std::size_t const parts = part_count(count, team.threads());
     lists_.resize(parts * ranks);
     for (auto& list : lists_) { list.items.clear(); }
-    parallel_ranges(count, threads, [&](std::size_t begin, std::size_t end, std::size_t part) {
+    parallel_ranges(count, team, [&](std::size_t begin, std::size_t end, std::size_t part) {
       list_of* const lists = lists_.data() + part * ranks;
       for (std::size_t i = begin; i < end; ++i) {
         destinations(i, part, [&](std::size_t rank) { lists[rank].items.push_back(i); });
@@ -134,7 +152,7 @@ class routed_items {
   template <class Visit, class PartDone>
   void for_each(Visit const& visit, PartDone const& part_done) const
   {
-    parallel_ranges(count_, threads_, [&](std::size_t begin, std::size_t end, std::size_t part) {
+    parallel_ranges(count_, *team_, [&](std::size_t begin, std::size_t end, std::size_t part) {
       for (std::size_t r = 0; r < ranks_; ++r) {
         std::size_t slot = place_[part * ranks_ + r];
         for (std::size_t i : lists_[part * ranks_ + r].items) { visit(slot++, i, r, part); }
@@ -155,7 +173,8 @@ class routed_items {
   std::vector<list_of> lists_;      // [part * ranks + rank]
   std::vector<std::size_t> place_;  // [part * ranks + rank]: slot of the list's first item
   std::vector<std::size_t> counts_;
-  std::size_t ranks_ = 0, count_ = 0, threads_ = 1, total_ = 0;
+  host_team const* team_ = nullptr;  // route()'s
+  std::size_t ranks_ = 0, count_ = 0, total_ = 0;
 };
 
 }  // namespace streamkit::distributed::detail

@@ -235,7 +235,8 @@ class host_row_engine {
   template <class T>
   using host_buffer = std::vector<T>;
 
-  explicit host_row_engine(std::size_t threads) : threads_(threads) {}
+  /// @param team the host threads; must outlive the engine.
+  explicit host_row_engine(host_team const& team) : team_(&team) {}
 
   template <class T>
   static T* reserve(std::vector<T>& storage, std::size_t count)
@@ -247,7 +248,7 @@ class host_row_engine {
   template <class Step>
   void for_each(std::size_t count, Step const& step) const
   {
-    parallel_ranges(count, threads_, [&](std::size_t begin, std::size_t end, std::size_t) {
+    parallel_ranges(count, *team_, [&](std::size_t begin, std::size_t end, std::size_t) {
       for (std::size_t i = begin; i < end; ++i) { step(i); }
     });
   }
@@ -256,9 +257,9 @@ class host_row_engine {
   /// part after part, and each part writes its rows in order.
   void partition(std::uint32_t const* bin, std::size_t count, std::size_t bins, std::uint32_t* order, std::size_t* sizes)
   {
-    std::size_t const parts = part_count(count, threads_);
+    std::size_t const parts = part_count(count, team_->threads());
     place_.assign(parts * bins, 0);
-    parallel_ranges(count, threads_, [&](std::size_t begin, std::size_t end, std::size_t part) {
+    parallel_ranges(count, *team_, [&](std::size_t begin, std::size_t end, std::size_t part) {
       std::size_t* const counts = place_.data() + part * bins;
       for (std::size_t i = begin; i < end; ++i) { ++counts[bin[i]]; }
     });
@@ -271,7 +272,7 @@ class host_row_engine {
         total += rows, sizes[b] += rows;
       }
     }
-    parallel_ranges(count, threads_, [&](std::size_t begin, std::size_t end, std::size_t part) {
+    parallel_ranges(count, *team_, [&](std::size_t begin, std::size_t end, std::size_t part) {
       std::size_t* const place = place_.data() + part * bins;
       for (std::size_t i = begin; i < end; ++i) { order[place[bin[i]]++] = static_cast<std::uint32_t>(i); }
     });
@@ -289,27 +290,27 @@ class host_row_engine {
   template <class T>
   void to_host(T const* from, std::size_t count, T* to) const
   {
-    parallel_copy(from, count, to, threads_);
+    parallel_copy(from, count, to, *team_);
   }
   template <class T>
   void from_host(T const* from, std::size_t count, T* to) const
   {
-    parallel_copy(from, count, to, threads_);
+    parallel_copy(from, count, to, *team_);
   }
   template <class T>
   void copy(T const* from, std::size_t count, T* to) const
   {
-    parallel_copy(from, count, to, threads_);
+    parallel_copy(from, count, to, *team_);
   }
   static void wait() {}
 
  private:
-  std::size_t threads_;
+  host_team const* team_;
   std::vector<std::size_t> place_;  // [part * bins + bin]
 };
 
-/// The sharded query's working memory on one engine, kept between queries so that a loop of queries
-/// of one size allocates nothing.
+/// The sharded layout's working memory on one engine, kept between updates and queries so that a loop
+/// of steps no larger than before allocates nothing.
 template <class Engine>
 struct sharded_rows {
   template <class T>
@@ -323,6 +324,8 @@ struct sharded_rows {
   buffer<keyed_id> splitters;
   buffer<std::int64_t> shard_id;
   std::uint64_t partition_stamp = 0;
+  // The shard's coordinates (by global id), where the searcher prepared from.
+  buffer<double> shard_latitude, shard_longitude;
 
   // In the engine's memory.
   buffer<std::uint32_t> owner, order, slot_of, selected;

@@ -197,12 +197,14 @@ void sample_keys(std::size_t count, bool reference, KeyOf const& key_of, IdOf co
 /// the build. Weighing them more makes a hot spot of observations split into more ranges.
 inline constexpr double observations_weight = 4.0;
 
-/// The ranks − 1 splitters from every rank's samples (the same on every rank): the samples in key
-/// order, cut where their running weight passes each j / ranks of the total, each cut moved to the
-/// next reference sample (so that every range that gets observations' weight also gets references).
-/// The observation samples are scaled to weigh observations_weight times the references together.
-/// Past the last reference sample the splitters are `nowhere`: those ranges stay empty.
-inline std::vector<keyed_id> choose_splitters(std::vector<key_sample> samples, std::size_t ranks)
+/// The ranks − 1 splitters from every rank's samples (the same on every rank) into `splitters`: the
+/// samples in key order, cut where their running weight passes each j / ranks of the total, each cut
+/// moved to the next reference sample (so that every range that gets observations' weight also gets
+/// references). The observation samples are scaled to weigh observations_weight times the references
+/// together. Past the last reference sample the splitters are `nowhere`: those ranges stay empty.
+/// Sorts and rescales `samples` in place, and allocates only where `splitters` has less room than
+/// ranks − 1 (the caller keeps both between updates).
+inline void choose_splitters(std::vector<key_sample>& samples, std::size_t ranks, std::vector<keyed_id>& splitters)
 {
   std::sort(samples.begin(), samples.end(), [](key_sample const& a, key_sample const& b) {
     return keyed_id{a.key, a.id} < keyed_id{b.key, b.id} || (a.key == b.key && a.id == b.id && a.reference > b.reference);
@@ -217,7 +219,7 @@ inline std::vector<keyed_id> choose_splitters(std::vector<key_sample> samples, s
   }
   double total = 0;
   for (auto const& s : samples) { total += s.weight; }
-  std::vector<keyed_id> splitters;
+  splitters.clear();
   double running = 0;
   std::size_t next = 0;
   for (std::size_t j = 1; j < ranks; ++j) {
@@ -232,7 +234,6 @@ inline std::vector<keyed_id> choose_splitters(std::vector<key_sample> samples, s
       splitters.push_back({nowhere, std::numeric_limits<std::uint64_t>::max()});
     }
   }
-  return splitters;
 }
 
 /// A latitude-longitude box of cells, bounds included.
