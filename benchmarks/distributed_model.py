@@ -21,10 +21,16 @@ Replicated layout: the update all-gathers every reference (16 M (R - 1) / R byte
 Time per step and rank: the collectives at the link's bandwidth plus a latency per message and
 peer; the rest from the example's measured one-rank runs on the H200 (docs/results/h200_issue28_model.txt):
 its step at the rank's share (N / R observations against M / R references, sharded; N / R against
-M, replicated), plus, sharded, what one rank does not do (the routing of each observation: its
-owner, packing, reach test, merging and placing, with the copies of the rows between the GPU and the
-host that it brings; at the rate per observation measured at two ranks, the phases `host` and
-`staging` of a query; and the search of the visiting observations).
+M, replicated), plus, sharded, what one rank does not do:
+  the repartition of the references (the update's sample sort: keys, ranks, send order and the
+    copies between GPU and host that the all-to-all brings; at the rate per reference of the rank
+    measured at two ranks, the update's phases `host` and `staging`, less the one-rank update's
+    same phases per reference, which the one-rank step already holds) and its all-to-all (bytes
+    above);
+  the routing of each observation (its owner, packing, reach test, merging and placing, with the
+    copies of the rows between the GPU and the host that it brings; at the rate per observation
+    measured at two ranks, the phases `host` and `staging` of a query) and the search of the
+    visiting observations (the visits counted as above).
 
   python3 benchmarks/distributed_model.py --measured docs/results/h200_issue28_model.txt \
       --plot docs/distributed_model.png > docs/results/distributed_model.txt
@@ -435,11 +441,15 @@ def main():
     two = find(rows, layout="sharded", ranks=2, n=n_sh, m=m_sh, data="uniform", device=False)
     per_visit = one["qs"] * 1e-3 / n_sh  # the search of one observation
     host_per_observation = (two["qh"] + two["qst"]) * 1e-3 / (n_sh / 2)  # routing and its copies, not done at one rank
+    # The repartition's sample sort per reference of the rank at two ranks, less what one rank's update does per reference.
+    repartition_per_reference = (two["uh"] + two["ust"]) * 1e-3 / (m_sh / 2) - (one["uh"] + one["ust"]) * 1e-3 / m_sh
     print("### Compute, from the one-rank runs on the H200 (ms)\n")
     print("replicated, M = 2^16: " + ", ".join(f"N {n:.0f}: {t:.2f}" for n, t in sorted(rep_points)))
     print("sharded, N = 4 M: " + ", ".join(f"N {n:.0f}: {t:.2f}" for n, t in sorted(sh_points)))
     print(f"a visiting observation's search: {per_visit * 1e9:.2f} ns (one rank's query search time per observation); "
-          f"the routing (with its copies between host and GPU) at two ranks: {host_per_observation * 1e9:.2f} ns per observation of the rank")
+          f"the routing (with its copies between host and GPU) at two ranks: {host_per_observation * 1e9:.2f} ns per observation of the rank; "
+          f"the repartition's sample sort (keys, ranks, send order and their copies between host and GPU) at two ranks beyond one rank's: "
+          f"{repartition_per_reference * 1e9:.2f} ns per reference of the rank")
 
     print("\n### Check against the runs at two ranks (one host: the ranks share its GPU, MPI's shared-memory transport)\n")
     big = max((r for r in host_rows if r["layout"] == "sharded" and r["ranks"] == 2), key=lambda r: r["qb"])
@@ -447,8 +457,8 @@ def main():
     print(f"link calibrated on the largest query exchange ({big['ranks']:.0f} ranks, {big['n']:.0f} x {big['m']:.0f}): "
           f"{big['qb']:.1f} MB (all ranks) in {big['qex']:.2f} ms -> {shm / 1e9:.2f} GB/s per rank; latency taken as 0\n")
     print("| run | visits predicted | counted | observations sent predicted | counted | update MB predicted | counted | "
-          "query MB predicted | counted | query exchange ms predicted | measured |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "query MB predicted | counted | update exchange ms predicted | measured | query exchange ms predicted | measured |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         if row["layout"] != "sharded" or row["ranks"] < 2:
             continue
@@ -462,32 +472,36 @@ def main():
               f"{shown(lambda d: d['visits'].sum())} | {row['visits']:,.0f} | {shown(lambda d: d['away'].sum() + d['visits'].sum())} | "
               f"{row['sent']:,.0f} | {shown(lambda d: sharded_update_bytes(ranks, d).sum() / 1e6, 2)} | {row['ub']:.2f} | "
               f"{shown(lambda d: sharded_query_bytes(ranks, k, d).sum() / 1e6, 2)} | {row['qb']:.2f} | "
+              f"{shown(lambda d: collective_time(ranks, 0, sharded_update_bytes(ranks, d).max(), shm, 0.0) * 1e3, 2)} | {row['uex']:.2f} | "
               f"{shown(lambda d: collective_time(ranks, 0, sharded_query_bytes(ranks, k, d).max(), shm, 0.0) * 1e3, 2)} | {row['qex']:.2f} |")
 
     print(f"\n### Projection: one rank (GPU) per node, link {args.link_gbytes:g} GB/s per node and direction, "
           f"{args.latency_us:g} µs per message and peer\n")
     counts = [2**e for e in range(int(math.log2(args.max_ranks)) + 1)]
     print("| nodes | replicated 2^26 x 2^16: step ms (exchange) | efficiency | MB per rank | sharded 2^24 x 2^22: visits per "
-          "observation | observations away per rank | step ms (exchange) | efficiency | update + query MB per rank |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "observation | observations away per rank | repartition ms (all-to-all) | step ms (exchange) | efficiency | "
+          "update + query MB per rank |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     series = {"replicated": [], "sharded": []}
     for r in counts:
         rep_exchange = collective_time(r, REPLICATED_UPDATE_MESSAGES, replicated_update_bytes(r, m_rep), link, latency) if r > 1 else 0.0
         rep = rep_step(n_rep / r) + rep_exchange
         if r == 1:
             routing = dict(visits=np.zeros(1), away=np.zeros(1))
-            sh, sh_exchange, sh_mb = sh_step(n_sh), 0.0, 0.0
+            sh, sh_exchange, sh_mb, repartition, repartition_exchange = sh_step(n_sh), 0.0, 0.0, 0.0, 0.0
         else:
             routing = example_routing(r, n_sh, m_sh, 1, False, rng, args.sample)
             update_bytes, query_bytes = sharded_update_bytes(r, routing).max(), sharded_query_bytes(r, 1, routing).max()
-            sh_exchange = (collective_time(r, SHARDED_UPDATE_MESSAGES, update_bytes, link, latency)
-                           + collective_time(r, SHARDED_QUERY_MESSAGES, query_bytes, link, latency))
-            sh = sh_step(n_sh / r) + host_per_observation * n_sh / r + per_visit * routing["visits"].max() + sh_exchange
+            repartition_exchange = collective_time(r, SHARDED_UPDATE_MESSAGES, update_bytes, link, latency)
+            repartition = repartition_per_reference * m_sh / r + repartition_exchange
+            sh_exchange = repartition_exchange + collective_time(r, SHARDED_QUERY_MESSAGES, query_bytes, link, latency)
+            sh = (sh_step(n_sh / r) + repartition_per_reference * m_sh / r + host_per_observation * n_sh / r
+                  + per_visit * routing["visits"].max() + sh_exchange)
             sh_mb = (update_bytes + query_bytes) / 1e6
         series["replicated"].append(rep), series["sharded"].append(sh)
         print(f"| {r} | {rep * 1e3:.2f} ({rep_exchange * 1e3:.3f}) | {series['replicated'][0] / (r * rep):.2f} | "
               f"{replicated_update_bytes(r, m_rep) / 1e6:.2f} | {routing['visits'].sum() / n_sh:.4f} | {routing['away'].max():,.0f} | "
-              f"{sh * 1e3:.2f} ({sh_exchange * 1e3:.3f}) | {series['sharded'][0] / (r * sh):.2f} | {sh_mb:.2f} |")
+              f"{repartition * 1e3:.2f} ({repartition_exchange * 1e3:.3f}) | {sh * 1e3:.2f} ({sh_exchange * 1e3:.3f}) | {series['sharded'][0] / (r * sh):.2f} | {sh_mb:.2f} |")
 
     if args.plot:
         import matplotlib
