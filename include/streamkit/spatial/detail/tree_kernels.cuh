@@ -394,8 +394,16 @@ struct search_bounds {
   float upper;
   float lower;
   /// At least the distance (chord) of any point whose float64 chord2 is at most the worst entry, plus
-  /// the rounding of a capsule test (capsule_room): 2^-50 relative covers chord2's and sqrt's rounding,
-  /// 2^-49 absolute the rounding of the offset to a segment (p − a, b − a are at most 2 long).
+  /// the rounding of a capsule test (capsule_room). 2^-50 relative covers chord2's rounding (5u, so the
+  /// chord is within 2.5u) and sqrt's (u = 2^-53). 2^-50 absolute covers the rounded offset to the
+  /// segment, D: p − a and then r = (p − a) − t (b − a) are rounded once a component, at most
+  /// u|p − a| + u|r| ≤ 4u = 2^-51 with both at most 2 long; and the computed t is not the optimum, but a
+  /// point of the segment off the foot of the perpendicular by δ ≤ 2^-49 is √(D² + δ²) ≤ D + 2^-51 away
+  /// once D ≥ 2^-48. A worst chord below 2^-46 keeps the 2^-48 that covers D + δ for any D. The margins
+  /// were 2^-49 absolute, 2^-48 on the square (capsule_room) and on the box (box_room): on a circle of
+  /// 1.3e-7 rad round a pole seen from afar, where many points lie within them of the nearest one, the
+  /// tighter ones took a query from 17.2 to 15.6 ms (H200, 2^20 × 2^20, k = 1, with 2^-51 absolute).
+  /// TreeBounds.* checks the tests on random piles of points.
   double reach;
   __device__ explicit search_bounds(double worst) : upper(float_chord2_filter(worst))
   {
@@ -403,17 +411,17 @@ struct search_bounds {
     double const root = sqrt(worst);
     double const chord = root * (1.0 - 2.0 * u) - 3.5 * u;  // the mirror of float_chord2_filter()'s margins
     lower = chord > 0.0 ? __double2float_rd(chord * chord * (1.0 - 4.0 * u)) : 0.f;
-    reach = root * (1.0 + 0x1.0p-50) + 0x1.0p-49;
+    reach = root * (1.0 + 0x1.0p-50) + (root < 0x1.0p-46 ? 0x1.0p-48 : 0x1.0p-50);
   }
 };
 
 /// How far within reach a capsule lies, in squared distance: (reach + radius)² − |p − segment|², at most
 /// 0 when no reference in it can enter the list (a point within `radius` of the segment lies at least
-/// |p − segment| − radius away from p; 2^-48 covers the rounding of the square).
+/// |p − segment| − radius away from p; 2^-50 covers the roundings of both squares, 3u each, and of the sum).
 __device__ __forceinline__ double capsule_room(vec4<double> const& p, tree_capsule const& capsule, search_bounds const& bounds)
 {
   double const limit = bounds.reach + capsule.a.w;
-  return limit * limit * (1.0 + 0x1.0p-48) - offset_to_segment(p, capsule.a, capsule.b, capsule.b.w).squared;
+  return limit * limit * (1.0 + 0x1.0p-50) - offset_to_segment(p, capsule.a, capsule.b, capsule.b.w).squared;
 }
 
 /// How much room a box leaves below a list whose worst entry is `worst` (float64 squared chord), for a
@@ -422,9 +430,9 @@ __device__ __forceinline__ double capsule_room(vec4<double> const& p, tree_capsu
 /// between bounds.lower and bounds.upper gets the float64 tests, of its box and of its capsule, and its
 /// room is measured in float64, so that the walk still goes to the nearer of boxes the float distance
 /// cannot tell apart (a pile of points within a metre, a great circle seen from its pole) instead of
-/// sweeping them in key order. The float64 distance to the exact box is within 6 roundings (2^-53
+/// sweeping them in key order. The float64 distance to the exact box is within 5 roundings (2^-53
 /// each) of the true one, as is every float64 chord2 to a reference in the box, so a box whose
-/// distance exceeds `worst` by 2^-48 relative holds none at most `worst`.
+/// distance exceeds `worst` by 2^-49 relative (16 roundings) holds none at most `worst`.
 __device__ __forceinline__ unsigned box_room(float3 const& p, vec4<double> const& precise_p, tree_node const& box,
                                              tree_precise_node const& precise_box, tree_capsule const& capsule,
                                              search_bounds const& bounds, double worst)
@@ -434,7 +442,7 @@ __device__ __forceinline__ unsigned box_room(float3 const& p, vec4<double> const
   if (bound < bounds.lower) { return __float_as_uint(bounds.upper - bound) + 1u; }
   double const along = capsule_room(precise_p, capsule, bounds);
   if (!(along >= 0.0)) { return 0u; }
-  double const room = fmin(worst - box_distance2(precise_p, precise_box) * (1.0 - 0x1.0p-48), along);
+  double const room = fmin(worst - box_distance2(precise_p, precise_box) * (1.0 - 0x1.0p-49), along);
   return room >= 0.0 ? __float_as_uint(__double2float_rd(room)) + 1u : 0u;
 }
 
@@ -647,13 +655,30 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
     __syncwarp();  // every lane has read the entry before lane 0 may overwrite it
   }
   if (node != 0) {
-    // Alone: the warp's pending boxes (one a level, deepest last) on this thread's stack, then the
-    // same walk with this thread's rooms only. A push is one level below the box being left and
-    // below every pending one, so the stack holds at most one box a level.
-    std::uint32_t own[tree_stack_depth];
-    for (int d = 0; d < depth; ++d) { own[d] = stack[d]; }
-    __syncwarp();  // every lane has its copy before lane 0 may write the stack for its next observation
-    std::size_t at = mine != 0u ? node : 0;
+    // Alone: the warp's pending boxes and the box it stood at, those in which this thread has room, on
+    // its own stack in the order of that room, the largest (the nearest) on top: it goes first where
+    // its own answer lies, not where the warp was heading (a circle of 1.3e-7 rad round a pole, 2^20 ×
+    // 2^20, k = 1, on an H200: 15.6 → 14.5–14.8 ms). Then the same walk with this thread's rooms only. At most
+    // 32 boxes are sorted (one a level, and the current one); a later descent pushes at most one box
+    // a level below the one it left, so 64 entries hold them all.
+    std::uint32_t own[2 * tree_stack_depth];
+    unsigned own_room[tree_stack_depth + 1] = {};  // (zeroed: the compiler cannot see that the sort reads only kept slots)
+    int kept = 0;
+    auto const keep = [&](std::uint32_t box, unsigned box_room_now) {
+      if (box_room_now == 0u) { return; }
+      int slot = kept++;
+      for (; slot > 0 && own_room[slot - 1] > box_room_now; --slot) {
+        own_room[slot] = own_room[slot - 1];
+        own[slot] = own[slot - 1];
+      }
+      own_room[slot] = box_room_now;
+      own[slot] = box;
+    };
+    for (int d = 0; d < depth; ++d) { keep(stack[d], room(stack[d])); }
+    __syncwarp();  // every lane has read the stack before lane 0 may write it for its next observation
+    keep(static_cast<std::uint32_t>(node), mine);
+    depth = kept;
+    std::size_t at = 0;
     while (true) {
       while (at == 0 && depth > 0) {
         std::size_t const pending = own[--depth];

@@ -1,0 +1,167 @@
+// The tree walk's pruning tests (detail/tree_kernels.cuh, box_room): a box and capsule that hold a reference whose
+// float64 squared chord to the observation is at most the list's worst entry must leave room (never pruned), or the
+// search would miss it. Checked on the device on random piles of 16 points (a leaf, its boxes and capsule made as
+// tree_build_leaves makes them) and on pairs of such piles (an inner node, merge_capsules), from 1 rad down to 1e-15
+// rad across (blobs, lines, small circles round a pole), seen from afar, from nearby and from one of the points,
+// with the worst entry set to each point's own squared chord: the tightest list a search ever holds.
+#include "gpu_test.hpp"
+
+#include <streamkit/core/device.hpp>
+#include <streamkit/core/error.hpp>
+#include <streamkit/spatial/detail/tree_kernels.cuh>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+namespace {
+
+using streamkit::detail::vec4;
+
+constexpr int pile = streamkit::detail::tree_leaf_size;
+
+struct failures {
+  unsigned long long count;
+  unsigned long long first_trial;
+};
+
+/// splitmix64: a stream of random bits per trial.
+__device__ std::uint64_t next_bits(std::uint64_t& state)
+{
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+__device__ double uniform(std::uint64_t& state) { return static_cast<double>(next_bits(state) >> 11) * 0x1.0p-53; }
+
+/// A pile of `pile` points round (lat, lon) within `scale` rad: a blob, a line, or (shape 2) a small circle of
+/// radius `scale` round the north pole.
+__device__ void make_pile(std::uint64_t& state, int shape, double lat, double lon, double scale, vec4<double>* points)
+{
+  double const slope = uniform(state) * 2.0 - 1.0;
+  for (int i = 0; i < pile; ++i) {
+    double a = lat, b = lon;
+    if (shape == 0) {
+      a += scale * (uniform(state) - 0.5);
+      b += scale * (uniform(state) - 0.5);
+    } else if (shape == 1) {
+      double const t = scale * (uniform(state) - 0.5);
+      a += t;
+      b += slope * t;
+    } else {
+      a = 1.5707963267948966 - scale;
+      b = lon + 6.283185307179586 * uniform(state) * 1e-3;
+    }
+    points[i] = streamkit::detail::unit_vector<double>(a, b, true);
+  }
+}
+
+struct node {
+  streamkit::detail::tree_node box;
+  streamkit::detail::tree_precise_node precise;
+  streamkit::detail::tree_capsule capsule;
+};
+
+/// The boxes of `count` points, in float64 and in float rounded outward.
+__device__ void bound_points(vec4<double> const* points, int count, node& out)
+{
+  double const infinity = 1.0 / 0.0;
+  vec4<double> low{infinity, infinity, infinity, 0.0}, high{-infinity, -infinity, -infinity, 0.0};
+  for (int i = 0; i < count; ++i) {
+    low = {fmin(low.x, points[i].x), fmin(low.y, points[i].y), fmin(low.z, points[i].z), 0.0};
+    high = {fmax(high.x, points[i].x), fmax(high.y, points[i].y), fmax(high.z, points[i].z), 0.0};
+  }
+  out.precise = {low, high};
+  out.box = {{__double2float_rd(low.x), __double2float_rd(low.y), __double2float_rd(low.z), 0.f},
+             {__double2float_ru(high.x), __double2float_ru(high.y), __double2float_ru(high.z), 0.f}};
+}
+
+/// A leaf as tree_build_leaves makes it: the capsule from the point lowest to the point highest along the box's
+/// longest axis (the first of equals), as wide as the farthest point from that segment.
+__device__ node make_leaf(vec4<double> const* points)
+{
+  using namespace streamkit::detail;
+  node leaf;
+  bound_points(points, pile, leaf);
+  int const axis = longest_axis(leaf.precise.low, leaf.precise.high);
+  int lowest = -1, highest = -1;
+  for (int i = 0; i < pile; ++i) {
+    if (lowest < 0 && coordinate(points[i], axis) == coordinate(leaf.precise.low, axis)) { lowest = i; }
+    if (highest < 0 && coordinate(points[i], axis) == coordinate(leaf.precise.high, axis)) { highest = i; }
+  }
+  vec4<double> const a = points[lowest], b = points[highest];
+  double radius = 0.0;
+  for (int i = 0; i < pile; ++i) { radius = fmax(radius, segment_distance_above(points[i], a, b)); }
+  leaf.capsule = {{a.x, a.y, a.z, radius}, {b.x, b.y, b.z, inverse_squared_length(a, b)}};
+  return leaf;
+}
+
+/// Counts the points of `points` (count of them) that `n`'s tests would prune for observation p with the worst
+/// entry at that point's own squared chord.
+__device__ int pruned(vec4<double> const& p, node const& n, vec4<double> const* points, int count)
+{
+  using namespace streamkit::detail;
+  float3 const p_float{static_cast<float>(p.x), static_cast<float>(p.y), static_cast<float>(p.z)};
+  int missed = 0;
+  for (int i = 0; i < count; ++i) {
+    double const worst = chord2(p.x, p.y, p.z, points[i]);
+    search_bounds const bounds(worst);
+    missed += box_room(p_float, p, n.box, n.precise, n.capsule, bounds, worst) == 0u ? 1 : 0;
+  }
+  return missed;
+}
+
+__global__ void check_bounds(std::uint64_t seed, unsigned long long trials, failures* out)
+{
+  using namespace streamkit::detail;
+  for (unsigned long long trial = blockIdx.x * 1ull * blockDim.x + threadIdx.x; trial < trials; trial += 1ull * gridDim.x * blockDim.x) {
+    std::uint64_t state = seed ^ (trial * 0x2545f4914f6cdd1dull);
+    int const shape = static_cast<int>(next_bits(state) % 3);
+    double const scale = pow(10.0, -15.0 * uniform(state));
+    double const lat = asin(2.0 * uniform(state) - 1.0), lon = 6.283185307179586 * uniform(state) - 3.141592653589793;
+    vec4<double> points[2 * pile];
+    make_pile(state, shape, lat, lon, scale, points);
+    // The second pile of an inner node: beside the first (shape 2: further along the same circle).
+    make_pile(state, shape, lat + scale, shape == 2 ? lon + 6.283185307179586e-3 : lon + scale, scale, points + pile);
+    // The observation: anywhere, near the piles, or one of their points.
+    int const where = static_cast<int>(next_bits(state) % 3);
+    vec4<double> p;
+    if (where == 0) {
+      p = unit_vector<double>(asin(2.0 * uniform(state) - 1.0), 6.283185307179586 * uniform(state) - 3.141592653589793, true);
+    } else if (where == 1) {
+      double const reach = scale * pow(10.0, 3.0 * uniform(state));
+      p = unit_vector<double>(lat + reach * (uniform(state) - 0.5), lon + reach * (uniform(state) - 0.5), true);
+    } else {
+      p = points[next_bits(state) % (2 * pile)];
+    }
+    node const left = make_leaf(points), right = make_leaf(points + pile);
+    node inner;
+    bound_points(points, 2 * pile, inner);
+    inner.capsule = merge_capsules(left.capsule, true, right.capsule, true, inner.precise.low, inner.precise.high);
+    int const missed = pruned(p, left, points, pile) + pruned(p, right, points + pile, pile) + pruned(p, inner, points, 2 * pile);
+    if (missed > 0) {
+      unsigned long long const before = atomicAdd(&out->count, static_cast<unsigned long long>(missed));
+      if (before == 0) { out->first_trial = trial; }
+    }
+  }
+}
+
+TEST(TreeBounds, BoxAndCapsuleNeverPruneAPointWithinTheWorstEntry)
+{
+  STREAMKIT_REQUIRE_GPU();
+  constexpr unsigned long long trials = 1ull << 22;
+  std::uint64_t const seed = 0x5eed0f7ee5ull;
+  failures* out = nullptr;
+  STREAMKIT_CUDA_TRY(cudaMalloc(&out, sizeof(failures)));
+  STREAMKIT_CUDA_TRY(cudaMemset(out, 0, sizeof(failures)));
+  check_bounds<<<1024, 128>>>(seed, trials, out);
+  STREAMKIT_CUDA_TRY(cudaGetLastError());
+  failures host{};
+  STREAMKIT_CUDA_TRY(cudaMemcpy(&host, out, sizeof(failures), cudaMemcpyDeviceToHost));
+  STREAMKIT_CUDA_TRY(cudaFree(out));
+  EXPECT_EQ(host.count, 0u) << "points a box or capsule test would prune although their squared chord equals the worst entry; first in trial "
+                            << host.first_trial << " of seed " << seed << " (" << trials << " trials, 64 points tested each)";
+}
+
+}  // namespace
