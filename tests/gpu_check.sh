@@ -103,11 +103,14 @@ sanitize() {
 }
 
 # sanitize over `jobs` gtest shards at once (logs <log>.<shard> and, for one job, <log>); sets $code
-# (the first non-zero shard's) and $killed (the test each killed shard was in).
+# and $killed (the test each killed shard was in). A test that fails beside the other processes runs
+# again alone (log <log>.alone), and only its result alone counts: tests that measure the device's free
+# memory, or take much of it, fail beside others for reasons that are not findings; $rerun names them.
 sanitize_sharded() {
   local tool=$1 filter=$2 seconds=$3 log=$4
   shift 4
   killed=()
+  rerun=""
   if [ "$jobs" -le 1 ]; then
     sanitize "$tool" "$filter" "$seconds" "$log" "$@"
     [ $code -eq 137 ] && killed+=("$(grep -E '^\[ RUN' "$log" | tail -1 | cut -c14-)")
@@ -121,12 +124,23 @@ sanitize_sharded() {
     pids+=($!)
   done
   code=0
+  local shard_code
   for ((shard = 0; shard < jobs; ++shard)); do
     wait "${pids[$shard]}"
-    local shard_code=$?
-    [ $shard_code -ne 0 ] && [ $code -eq 0 ] && code=$shard_code
+    shard_code=$?
+    # 99: the sanitizer found errors; 137: killed; another exit: failed tests, run again alone below.
+    [ $shard_code -eq 99 ] && code=99
     [ $shard_code -eq 137 ] && killed+=("$(grep -E '^\[ RUN' "$log.$shard" | tail -1 | cut -c14-)")
   done
+  [ ${#killed[@]} -ne 0 ] && [ $code -eq 0 ] && code=137
+  local verdict=$code
+  rerun=$(grep -hE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$log".[0-9]* | sed -E 's/^\[  FAILED  \] ([^ ,]+).*/\1/' | sort -u | paste -sd: -)
+  rm -f "$log.alone"
+  if [ -n "$rerun" ]; then
+    sanitize "$tool" "$rerun" "$seconds" "$log.alone" "$@"
+    [ $verdict -eq 0 ] && verdict=$code
+  fi
+  code=$verdict
   cat "$log".[0-9]* >"$log"
   return 0
 }
@@ -141,13 +155,21 @@ for tool in memcheck synccheck initcheck; do
   fi
   sanitize_sharded "$tool" "$tool_filter" "$limit" "$logs/$tool.log" "${extra[@]}"
   [ $code -ne 0 ] && failed=1
-  # Every process's summary line, errors added up; a killed process has none.
-  errors=$(grep -oE 'ERROR SUMMARY: [0-9]+ error' "$logs/$tool.log" | awk '{ sum += $3 } END { print sum + 0 }')
+  # Every process's summary line, errors added up (a killed process has none); passed tests of the
+  # shards, failed ones of the run alone when there was one.
   finished=$(grep -cE 'ERROR SUMMARY' "$logs/$tool.log")
+  passed=$(grep -cE '^\[       OK \]' "$logs/$tool.log")
+  skipped=$(grep -cE '^\[  SKIPPED \] .* \([0-9]+ ms\)$' "$logs/$tool.log")
+  failed_tests=$(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$logs/$tool.log")
+  if [ -n "$rerun" ]; then
+    cat "$logs/$tool.log.alone" >>"$logs/$tool.log"
+    failed_tests=$(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$logs/$tool.log.alone")
+  fi
+  errors=$(grep -oE 'ERROR SUMMARY: [0-9]+ error' "$logs/$tool.log" | awk '{ sum += $3 } END { print sum + 0 }')
   result="ERROR SUMMARY: $errors errors in $finished of $jobs processes"
+  [ -n "$rerun" ] && result+=" and in the run alone of the tests that failed beside them (${rerun//:/ })"
   [ ${#killed[@]} -ne 0 ] && result+="; killed after ${limit} s in: ${killed[*]}"
-  result+="; tests: $(grep -cE '^\[       OK \]' "$logs/$tool.log") passed, $(grep -cE '^\[  SKIPPED \] .* \([0-9]+ ms\)$' "$logs/$tool.log") skipped,"
-  result+=" $(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$logs/$tool.log") failed"
+  result+="; tests: $passed passed, $skipped skipped, $failed_tests failed"
   summary+=("$(printf '%-11s' "$tool:") $result (exit $code)")
 done
 
@@ -181,6 +203,18 @@ if [[ $steps == *" racecheck "* ]]; then
     fi
   done
   wait
+  # A test that failed beside the others runs again alone (see sanitize_sharded).
+  race_alone=()
+  if [ "$jobs" -gt 1 ]; then
+    for name in $race_tests; do
+      log="$logs/racecheck/${name//\//_}.log"
+      read -r code kills <"$log.status"
+      if [ "$code" -ne 0 ] && ! grep -q 'terminated before first instrumented API call' "$log"; then
+        race_alone+=("$name")
+        race_one "$name"
+      fi
+    done
+  fi
   race_count=0
   race_hazards=0
   race_skipped=0
@@ -205,6 +239,7 @@ if [[ $steps == *" racecheck "* ]]; then
   [ ${#race_failed[@]} -ne 0 ] && failed=1
   result="$race_count tests ($race_host without CUDA calls, $race_skipped skipped), one process each: $race_hazards hazards, ${#race_failed[@]} failed${race_failed[*]:+: ${race_failed[*]}}"
   result+="; runs killed after ${test_limit} s (each test then run again): ${#race_killed[@]}${race_killed[*]:+ (${race_killed[*]})}"
+  [ ${#race_alone[@]} -ne 0 ] && result+="; failed beside the other processes and run again alone: ${race_alone[*]}"
   summary+=("$(printf '%-11s' "racecheck:") $result (exit $([ ${#race_failed[@]} -eq 0 ] && echo 0 || echo 1))")
 fi
 
