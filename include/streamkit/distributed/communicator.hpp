@@ -154,11 +154,12 @@ void run_everywhere(MPI_Comm comm, char const* what, Work&& local)
   }
 }
 
+/// The most parameters one expect_agreement() call checks (its arrays are fixed, so it allocates nothing).
+inline constexpr std::size_t agreement_parameters = 8;
 /// Checks that every rank passed the same value for each named parameter (collective; at most
 /// agreement_parameters of them). If any differs, every rank throws the same std::invalid_argument
 /// naming the first such parameter and the smallest and largest value passed. Allocates nothing
 /// unless it throws (queries call it at every step).
-inline constexpr std::size_t agreement_parameters = 8;
 inline void expect_agreement(MPI_Comm comm, char const* what, std::initializer_list<std::pair<char const*, std::uint64_t>> parameters)
 {
   if (parameters.size() > agreement_parameters) {
