@@ -207,7 +207,7 @@ TEST(Distributed, HostLoopsCoverEveryItemOnceAndPassOnFailures)
     std::size_t const parts = dist::detail::part_count(count, 4);
     std::vector<int> seen(count, 0);
     std::vector<std::size_t> first(parts, count), last(parts, 0);
-    dist::detail::parallel_ranges(count, team, [&](std::size_t begin, std::size_t end, std::size_t part) {
+    team.parallel_ranges(count, [&](std::size_t begin, std::size_t end, std::size_t part) {
       first[part] = begin, last[part] = end;
       for (std::size_t i = begin; i < end; ++i) { ++seen[i]; }
     });
@@ -218,7 +218,7 @@ TEST(Distributed, HostLoopsCoverEveryItemOnceAndPassOnFailures)
   // The first failed part's exception, after every part ran; the team runs the next loop.
   std::atomic<int> ran{0};
   try {
-    dist::detail::parallel_ranges(dist::detail::items_per_part * 4, team, [&](std::size_t, std::size_t, std::size_t part) {
+    team.parallel_ranges(dist::detail::items_per_part * 4, [&](std::size_t, std::size_t, std::size_t part) {
       ++ran;
       if (part >= 2) { throw std::runtime_error("part " + std::to_string(part)); }
     });
@@ -228,7 +228,7 @@ TEST(Distributed, HostLoopsCoverEveryItemOnceAndPassOnFailures)
   }
   EXPECT_EQ(ran, 4);
   std::atomic<std::size_t> covered{0};
-  dist::detail::parallel_ranges(dist::detail::items_per_part * 4, team,
+  team.parallel_ranges(dist::detail::items_per_part * 4,
                                 [&](std::size_t begin, std::size_t end, std::size_t) { covered += end - begin; });
   EXPECT_EQ(covered, dist::detail::items_per_part * 4);
 }

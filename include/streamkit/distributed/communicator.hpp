@@ -22,11 +22,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <initializer_list>
 #include <limits>
 #include <stdexcept>
 #include <string>
 #include <utility>
-#include <initializer_list>
 #include <vector>
 
 namespace streamkit::distributed {

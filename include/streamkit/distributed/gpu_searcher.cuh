@@ -302,7 +302,7 @@ class distributed_gpu_nearest : public distributed_nearest<gpu_searcher> {
       detail::launch_copy_strided_rows(from, stride, to, 1, count, 1, engine.work_stream());
       return;
     }
-    detail::parallel_ranges(count, team(), [&](std::size_t begin, std::size_t end, std::size_t) {
+    team().parallel_ranges(count, [&](std::size_t begin, std::size_t end, std::size_t) {
       for (std::size_t i = begin; i < end; ++i) { packed[i] = from[i * stride]; }
       engine.from_host(packed + begin, end - begin, to + begin);
     });
@@ -330,7 +330,7 @@ class distributed_gpu_nearest : public distributed_nearest<gpu_searcher> {
       engine.to_host(from + begin * k, (end - begin) * k, staged.data() + begin * k);
       arrivals_[part].record(engine.work_stream());
     }
-    detail::parallel_ranges(count, team(), [&](std::size_t begin, std::size_t end, std::size_t part) {
+    team().parallel_ranges(count, [&](std::size_t begin, std::size_t end, std::size_t part) {
       arrivals_[part].sync();
       if (stride == k) {
         std::copy_n(staged.data() + begin * k, (end - begin) * k, to + begin * k);

@@ -316,7 +316,7 @@ class distributed_nearest {
       return;
     }
     repartition_on(host_engine_, host_rows_, count, [&] {
-      detail::parallel_ranges(count, *team_, [&](std::size_t begin, std::size_t end, std::size_t) { staging.arrive(begin, end); });
+      team_->parallel_ranges(count, [&](std::size_t begin, std::size_t end, std::size_t) { staging.arrive(begin, end); });
       return detail::point_rows{latitude, longitude, 1};
     });
   }
@@ -792,7 +792,7 @@ class distributed_nearest {
                               double* angle)
   {
     searcher_.search(latitude, longitude, count, k, index, angle);
-    detail::parallel_ranges(count * k, *team_, [&](std::size_t begin, std::size_t end, std::size_t) {
+    team_->parallel_ranges(count * k, [&](std::size_t begin, std::size_t end, std::size_t) {
       for (std::size_t e = begin; e < end; ++e) {
         if (index[e] >= 0) { index[e] = shard_id_[static_cast<std::size_t>(index[e])]; }
       }

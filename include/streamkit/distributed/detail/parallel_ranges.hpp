@@ -40,7 +40,7 @@ inline std::size_t host_threads(int ranks_on_node)
   return std::max<std::size_t>(1, node / static_cast<std::size_t>(std::max(1, ranks_on_node)));
 }
 
-/// How many parts parallel_ranges() cuts `count` items into with `threads` threads.
+/// How many parts host_team::parallel_ranges() cuts `count` items into with `threads` threads.
 inline std::size_t part_count(std::size_t count, std::size_t threads)
 {
   return std::max<std::size_t>(1, std::min(threads, count / items_per_part));
@@ -88,19 +88,12 @@ class host_team {
   std::unique_ptr<streamkit::detail::worker_pool> pool_;
 };
 
-/// team.parallel_ranges(count, body).
-template <class Body>
-void parallel_ranges(std::size_t count, host_team const& team, Body const& body)
-{
-  team.parallel_ranges(count, body);
-}
-
 /// std::copy_n of `count` values on the host threads (the own part of an exchange, host rows: one
 /// thread copies about 10 GB/s, a fraction of what the node's memory moves).
 template <class T>
 void parallel_copy(T const* from, std::size_t count, T* to, host_team const& team)
 {
-  parallel_ranges(count, team, [&](std::size_t begin, std::size_t end, std::size_t) { std::copy(from + begin, from + end, to + begin); });
+  team.parallel_ranges(count, [&](std::size_t begin, std::size_t end, std::size_t) { std::copy(from + begin, from + end, to + begin); });
 }
 
 }  // namespace streamkit::distributed::detail
@@ -122,7 +115,7 @@ class routed_items {
     std::size_t const parts = part_count(count, team.threads());
     lists_.resize(parts * ranks);
     for (auto& list : lists_) { list.items.clear(); }
-    parallel_ranges(count, team, [&](std::size_t begin, std::size_t end, std::size_t part) {
+    team.parallel_ranges(count, [&](std::size_t begin, std::size_t end, std::size_t part) {
       list_of* const lists = lists_.data() + part * ranks;
       for (std::size_t i = begin; i < end; ++i) {
         destinations(i, part, [&](std::size_t rank) { lists[rank].items.push_back(i); });
@@ -152,7 +145,7 @@ class routed_items {
   template <class Visit, class PartDone>
   void for_each(Visit const& visit, PartDone const& part_done) const
   {
-    parallel_ranges(count_, *team_, [&](std::size_t begin, std::size_t end, std::size_t part) {
+    team_->parallel_ranges(count_, [&](std::size_t begin, std::size_t end, std::size_t part) {
       for (std::size_t r = 0; r < ranks_; ++r) {
         std::size_t slot = place_[part * ranks_ + r];
         for (std::size_t i : lists_[part * ranks_ + r].items) { visit(slot++, i, r, part); }

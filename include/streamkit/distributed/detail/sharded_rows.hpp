@@ -248,7 +248,7 @@ class host_row_engine {
   template <class Step>
   void for_each(std::size_t count, Step const& step) const
   {
-    parallel_ranges(count, *team_, [&](std::size_t begin, std::size_t end, std::size_t) {
+    team_->parallel_ranges(count, [&](std::size_t begin, std::size_t end, std::size_t) {
       for (std::size_t i = begin; i < end; ++i) { step(i); }
     });
   }
@@ -259,7 +259,7 @@ class host_row_engine {
   {
     std::size_t const parts = part_count(count, team_->threads());
     place_.assign(parts * bins, 0);
-    parallel_ranges(count, *team_, [&](std::size_t begin, std::size_t end, std::size_t part) {
+    team_->parallel_ranges(count, [&](std::size_t begin, std::size_t end, std::size_t part) {
       std::size_t* const counts = place_.data() + part * bins;
       for (std::size_t i = begin; i < end; ++i) { ++counts[bin[i]]; }
     });
@@ -272,7 +272,7 @@ class host_row_engine {
         total += rows, sizes[b] += rows;
       }
     }
-    parallel_ranges(count, *team_, [&](std::size_t begin, std::size_t end, std::size_t part) {
+    team_->parallel_ranges(count, [&](std::size_t begin, std::size_t end, std::size_t part) {
       std::size_t* const place = place_.data() + part * bins;
       for (std::size_t i = begin; i < end; ++i) { order[place[bin[i]]++] = static_cast<std::uint32_t>(i); }
     });
