@@ -125,27 +125,46 @@ host_csr<Index, T> radius_two_calls(Engine& index, streamkit::points_ref<T> obs,
 }
 
 
-/// Calls f(index) with each of brute_force_index, tree_index and, unless `engines_only`, nearest_index
-/// (readied for radius queries of `observations` rows, for the const forms) over `refs`, each under its name.
+enum class index_kind { brute_force, tree, front_end };
+
+std::string name_of(index_kind kind)
+{
+  switch (kind) {
+    case index_kind::brute_force: return "brute_force_index";
+    case index_kind::tree: return "tree_index";
+    case index_kind::front_end: return "nearest_index";
+  }
+  return "?";
+}
+
+/// Calls f(index) with the index of `kind` over `refs` (the front end readied for radius queries of
+/// `observations` rows, for the const forms), under its name.
+template <class T, class F>
+void with_index(index_kind kind, streamkit::points_ref<T> refs, streamkit::nearest_options const& options, std::size_t observations,
+                streamkit::stream const& s, F&& f)
+{
+  SCOPED_TRACE(name_of(kind));
+  if (kind == index_kind::brute_force) {
+    streamkit::brute_force_index<T> index(refs, options, s);
+    f(index);
+  } else if (kind == index_kind::tree) {
+    streamkit::tree_index<T> index(refs, options, s);
+    f(index);
+  } else {
+    streamkit::nearest_index<T> index(refs, options, s);
+    index.prepare_radius(observations, s);
+    f(index);
+  }
+}
+
+/// Calls f(index) with each of brute_force_index, tree_index and, unless `engines_only`, nearest_index.
 template <class T, class F>
 void for_each_index(streamkit::points_ref<T> refs, streamkit::nearest_options const& options, std::size_t observations,
                     streamkit::stream const& s, F&& f, bool engines_only = false)
 {
-  {
-    SCOPED_TRACE("brute_force_index");
-    streamkit::brute_force_index<T> index(refs, options, s);
-    f(index);
+  for (index_kind const kind : {index_kind::brute_force, index_kind::tree, index_kind::front_end}) {
+    if (!(engines_only && kind == index_kind::front_end)) { with_index(kind, refs, options, observations, s, f); }
   }
-  {
-    SCOPED_TRACE("tree_index");
-    streamkit::tree_index<T> index(refs, options, s);
-    f(index);
-  }
-  if (engines_only) { return; }
-  SCOPED_TRACE("nearest_index");
-  streamkit::nearest_index<T> index(refs, options, s);
-  index.prepare_radius(observations, s);
-  f(index);
 }
 
 double scale_of(streamkit::nearest_options const& options)
@@ -260,36 +279,44 @@ TEST_F(Radius, ClusteredMetres)
   check_every_engine<float>(obs, refs, r, options_in(streamkit::distance_unit::metres));
 }
 
-TEST_F(Radius, IdenticalReferencesEveryMemberOfAGroup)
+// One test a class (each a process of its own under the sanitizers, which take minutes over all of them).
+class RadiusHostileClass : public ::testing::TestWithParam<char const*> {
+ protected:
+  void SetUp() override { STREAMKIT_REQUIRE_GPU(); }
+  std::mt19937_64 rng{streamkit_test::fresh_seed()};
+};
+
+TEST_P(RadiusHostileClass, IdenticalReferencesEveryMemberOfAGroup)
 {
-  for (char const* name : {"refs_one_point", "depots", "groups_2_to_64", "poles_exact", "cell_3m", "cell_1cm_distinct", "antipodal_pairs",
-                            "obs_all_identical", "grid_1deg", "null_island_10pct"}) {
-    SCOPED_TRACE(name);
-    for (auto const& c : streamkit_hostile::input_classes()) {
-      if (std::string(c.name) != name) { continue; }
-      auto const p = streamkit_hostile::generate(c, 1000, 2000, rng());  // n, m
-      point_set obs, refs;
-      obs.lat = p.observations.lat;
-      obs.lon = p.observations.lon;
-      refs.lat = p.references.lat;
-      refs.lon = p.references.lon;
-      radius_options r;
-      r.radius = 300.0;  // km
-      check_every_engine<double>(obs, refs, r, options_in(streamkit::distance_unit::kilometres));
-      r.radius = 0.002;  // 2 m: inside the piles of cell_3m and cell_1cm_distinct
-      check_every_engine<double>(obs, refs, r, options_in(streamkit::distance_unit::kilometres));
-      r.radius = 0.0;
-      check_every_engine<float>(obs, refs, r, options_in(streamkit::distance_unit::kilometres));
-      // References as observations: rows inside the piles.
-      point_set on_refs;
-      for (std::size_t i = 0; i < 400; ++i) { on_refs.add(refs.lat[i * 5], refs.lon[i * 5]); }
-      for (double const radius : {0.0, 0.002}) {
-        r.radius = radius;
-        check_every_engine<double>(on_refs, refs, r, options_in(streamkit::distance_unit::kilometres));
-      }
-    }
+  auto const& classes = streamkit_hostile::input_classes();
+  auto const c = std::find_if(classes.begin(), classes.end(), [](auto const& k) { return std::string(k.name) == GetParam(); });
+  ASSERT_NE(c, classes.end()) << GetParam();
+  auto const p = streamkit_hostile::generate(*c, 1000, 2000, rng());  // n, m
+  point_set obs, refs;
+  obs.lat = p.observations.lat;
+  obs.lon = p.observations.lon;
+  refs.lat = p.references.lat;
+  refs.lon = p.references.lon;
+  radius_options r;
+  r.radius = 300.0;  // km
+  check_every_engine<double>(obs, refs, r, options_in(streamkit::distance_unit::kilometres));
+  r.radius = 0.002;  // 2 m: inside the piles of cell_3m and cell_1cm_distinct
+  check_every_engine<double>(obs, refs, r, options_in(streamkit::distance_unit::kilometres));
+  r.radius = 0.0;
+  check_every_engine<float>(obs, refs, r, options_in(streamkit::distance_unit::kilometres));
+  // References as observations: rows inside the piles.
+  point_set on_refs;
+  for (std::size_t i = 0; i < 400; ++i) { on_refs.add(refs.lat[i * 5], refs.lon[i * 5]); }
+  for (double const radius : {0.0, 0.002}) {
+    r.radius = radius;
+    check_every_engine<double>(on_refs, refs, r, options_in(streamkit::distance_unit::kilometres));
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(HostileInputs, RadiusHostileClass,
+                         ::testing::Values("refs_one_point", "depots", "groups_2_to_64", "poles_exact", "cell_3m", "cell_1cm_distinct",
+                                           "antipodal_pairs", "obs_all_identical", "grid_1deg", "null_island_10pct"),
+                         [](auto const& info) { return std::string(info.param); });
 
 TEST_F(Radius, ZeroRadiusKeepsOnlyReferencesAtTheObservation)
 {
@@ -788,7 +815,14 @@ TEST_F(Radius, RowsOfEveryLengthClassSortedAndCopied)
   for_each_index(refs.points, options, obs.size(), s, every_path);
 }
 
-TEST_F(Radius, RowsOfEveryLengthClassForManyObservations)
+// One test an engine (each a process of its own under the sanitizers: the three took over ten minutes under synccheck).
+class RadiusManyRows : public ::testing::TestWithParam<index_kind> {
+ protected:
+  void SetUp() override { STREAMKIT_REQUIRE_GPU(); }
+  std::mt19937_64 rng{streamkit_test::fresh_seed()};
+};
+
+TEST_P(RadiusManyRows, RowsOfEveryLengthClassForManyObservations)
 {
   // Past radius_tree_few_rows rows (searched and searched again one thread a row, each writing where
   // its row ended), most of them longer than the kept entries: every row equal to the row of its
@@ -864,8 +898,11 @@ TEST_F(Radius, RowsOfEveryLengthClassForManyObservations)
       expect_rows(fill_with(index, obs.points, pass, offsets, &fresh, s), sorted);
     }
   };
-  for_each_index(refs.points, options, obs.size(), s, every_path);
+  with_index(GetParam(), refs.points, options, obs.size(), s, every_path);
 }
+
+INSTANTIATE_TEST_SUITE_P(Radius, RadiusManyRows, ::testing::Values(index_kind::brute_force, index_kind::tree, index_kind::front_end),
+                         [](auto const& info) { return name_of(info.param); });
 
 // ---- host side: argument checks, run in CI without a GPU -----------------------------------------
 
