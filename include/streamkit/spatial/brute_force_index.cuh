@@ -43,83 +43,37 @@
 /// written; with `invalid_points::mark` they mark as the `_async` calls do.
 /// Longitudes may take any finite value.
 
-#include <streamkit/core/stream_ref.hpp>
-#include <streamkit/memory/device_buffer.hpp>
-#include <streamkit/memory/resource.hpp>
-#include <streamkit/spatial/detail/index_core.cuh>
-#include <streamkit/spatial/nearest_options.hpp>
-#include <streamkit/spatial/nearest_queries.cuh>
-#include <streamkit/spatial/points.hpp>
-#include <streamkit/spatial/radius_queries.cuh>
-
-#include <cstddef>
+#include <streamkit/spatial/detail/brute_force_impl.cuh>
+#include <streamkit/spatial/detail/engine_core.cuh>
 
 namespace streamkit {
 
 /// The brute-force search engine: a prepared reference set that is searched pair by pair (every
 /// observation against every reference), the better engine for small shapes; tree_index, with the
-/// same construct / update() / query interface, is the other engine. Preparation (unit vectors and double
-/// coordinates, one pass over M points) is cheap, so call update() every time step when the
-/// references move; it reuses memory when the new set is no larger. Scratch memory for queries is
-/// kept and reused, so a loop of query_async() calls allocates nothing after the first.
-/// Queries: k-nearest (nearest_queries) and within a distance (radius_queries), inherited; size(),
-/// options() and invalid_references() from detail::index_core. Move-only (a moved-from index is
-/// empty: querying it throws std::logic_error); destruction and assignment return at once, the memory
-/// released in the order of the stream last used. Not thread-safe: use one object per concurrent
-/// stream, or the const query_async() with a nearest_scratch per stream.
+/// same construct / update() / query interface, is the other engine.
+/// Construction: `brute_force_index<T>(references, options, stream, resource = default_device_resource())`
+/// prepares `references` (device memory) on `stream`, which also orders every later use of the
+/// object's memory, without waiting for the device; memory (references and query scratch) comes from
+/// `resource`, which must outlive the index; throws std::invalid_argument for M = 0, M ≥ 2^32, bad
+/// views or options, and bad_alloc. Preparation (unit vectors and double coordinates, one pass over M
+/// points) is cheap, so call update(references, stream) every time step when the references move
+/// (same options, ordered on `stream`, no wait); it allocates nothing when the new set is no larger
+/// than every earlier one on the same device. Scratch memory for queries is kept and reused, so a loop
+/// of query_async() calls allocates nothing after the first. Construction and update() come from
+/// detail::engine_core; queries: k-nearest (nearest_queries) and within a distance (radius_queries),
+/// inherited; size(), options() and invalid_references() from detail::index_core. Move-only (a
+/// moved-from index is empty: querying it throws std::logic_error); destruction and assignment return
+/// at once, the memory released in the order of the stream last used. Not thread-safe: use one object
+/// per concurrent stream, or the const query_async() with a nearest_scratch per stream.
 template <class T>
-class brute_force_index : public detail::index_core<T>,
-                          public nearest_queries<brute_force_index<T>, T>,
-                          public radius_queries<brute_force_index<T>, T> {
+class brute_force_index : public detail::engine_core<brute_force_index<T>, detail::brute_force_engine<T>, T> {
+  using core = detail::engine_core<brute_force_index<T>, detail::brute_force_engine<T>, T>;
+
  public:
-  /// Prepares `references` (device memory) on `stream`, which also orders every later use of the
-  /// object's memory; does not wait for the device. Memory (references and query scratch) comes from
-  /// `resource`, which must outlive the index.
-  /// @throws std::invalid_argument for M = 0, M ≥ 2^32, bad views or options; bad_alloc.
-  brute_force_index(points_ref<T> references, nearest_options const& options, stream_ref stream,
-                    device_resource_ref resource = default_device_resource());
-
-  /// Replaces the reference set (same options), ordered on `stream`; does not wait for the device.
-  /// Allocates nothing when the new set is no larger than every earlier one on the same device.
-  void update(points_ref<T> references, stream_ref stream);
-
- private:
-  using core = detail::index_core<T>;
-  template <class>
-  friend class nearest_index;
-  template <class, class>
-  friend class nearest_queries;
-  template <class, class>
-  friend class radius_queries;
-
-  // k-nearest queries (nearest_queries.cuh): the engine's checks and search.
-  template <class Index>
-  void expect_query(points_ref<T> const& observations, neighbors_ref<Index, T> const& result, stream_ref stream) const
-  {
-    core::expect_query_on("brute_force_index", static_cast<std::size_t>(-1), observations, result, stream);
-  }
-  template <class Index>
-  void search_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
-  template <class V, class Index>
-  void search(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
-  template <int K, class Index>
-  void search_k(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
-  /// A query ran on `stream`: the index's memory is released after its last query.
-  void used(stream_ref stream) noexcept { references_.set_stream(stream); }
-  /// The prepared references as float64 radians (NaN for invalid ones), from which the front end builds a tree.
-  [[nodiscard]] points_ref<double> prepared_points() const noexcept;
-
-  // Radius queries (radius_queries.cuh, detail/radius_impl.cuh): the engine's pass and data.
-  [[nodiscard]] std::size_t radius_scratch_bytes(std::size_t n) const;
-  template <class Index>
-  void radius_run(points_ref<T> const& observations, detail::radius_pass<Index, T> pass, stream_ref stream, std::byte* memory) const;
-  [[nodiscard]] detail::lat_lon const* radius_coordinates() const noexcept;
-
-  device_buffer<std::byte> references_;  // float and double unit vectors, double coordinates
+  using core::core;
 };
 
 }  // namespace streamkit
 
-#include <streamkit/spatial/detail/brute_force_impl.cuh>
 #include <streamkit/spatial/detail/nearest_queries_impl.cuh>
 #include <streamkit/spatial/detail/radius_impl.cuh>

@@ -46,6 +46,13 @@ struct nearest_options {
   double max_distance = std::numeric_limits<double>::infinity();
 };
 
+namespace detail {
+template <class T>
+class brute_force_engine;
+template <class T>
+class tree_engine;
+}  // namespace detail
+
 /// Working memory of nearest-neighbour queries, kept between queries so that repeated queries
 /// allocate nothing. One per stream lets several streams, and host threads, query one index at once.
 class nearest_scratch {
@@ -55,9 +62,9 @@ class nearest_scratch {
 
  private:
   template <class>
-  friend class brute_force_index;
+  friend class detail::brute_force_engine;
   template <class>
-  friend class tree_index;
+  friend class detail::tree_engine;
   template <class, class>
   friend class radius_queries;
   /// At least `bytes` on `device`, ordered on `stream`: memory of another device is dropped, and too

@@ -47,84 +47,36 @@
 /// Invalid points, reject/mark, blocking and `_async` forms, streams and memory resources: as
 /// brute_force_index (brute_force_index.cuh).
 
-#include <streamkit/core/stream_ref.hpp>
-#include <streamkit/memory/device_buffer.hpp>
-#include <streamkit/memory/resource.hpp>
-#include <streamkit/spatial/detail/index_core.cuh>
-#include <streamkit/spatial/nearest_options.hpp>
-#include <streamkit/spatial/nearest_queries.cuh>
-#include <streamkit/spatial/points.hpp>
-#include <streamkit/spatial/radius_queries.cuh>
+#include <streamkit/spatial/detail/engine_core.cuh>
+#include <streamkit/spatial/detail/tree_impl.cuh>
 
 #include <cstddef>
-#include <cstdint>
 
 namespace streamkit {
 
 /// The spatial-index engine (see the file comment): build, update() each time step, k-nearest queries
 /// into an n × k neighbors_ref (1 ≤ k ≤ max_neighbors), optionally within options.max_distance.
-/// Queries, moves, threads and streams: as brute_force_index.
+/// Construction: `tree_index<T>(references, options, stream, resource = default_device_resource())`
+/// builds the tree over `references` (device memory) on `stream`, which also orders every later use
+/// of the object's memory, without waiting for the device; memory comes from `resource`, which must
+/// outlive the index; throws std::invalid_argument for M = 0, M ≥ 2^32, bad views or options, and
+/// bad_alloc. update(references, stream) rebuilds the tree over a new reference set (same options),
+/// ordered on `stream`, without waiting; it allocates nothing when the new set is no larger than every
+/// earlier one on the same device. Construction and update() come from detail::engine_core; queries,
+/// moves, threads and streams: as brute_force_index.
 template <class T>
-class tree_index : public detail::index_core<T>,
-                   public nearest_queries<tree_index<T>, T>,
-                   public radius_queries<tree_index<T>, T> {
- public:
-  /// Builds the tree over `references` (device memory) on `stream`, which also orders every later use
-  /// of the object's memory; does not wait for the device. Memory comes from `resource`, which must
-  /// outlive the index.
-  /// @throws std::invalid_argument for M = 0, M ≥ 2^32, bad views or options; bad_alloc.
-  tree_index(points_ref<T> references, nearest_options const& options, stream_ref stream,
-             device_resource_ref resource = default_device_resource());
+class tree_index : public detail::engine_core<tree_index<T>, detail::tree_engine<T>, T> {
+  using core = detail::engine_core<tree_index<T>, detail::tree_engine<T>, T>;
 
-  /// Rebuilds the tree over a new reference set (same options), ordered on `stream`; does not wait.
-  /// Allocates nothing when the new set is no larger than every earlier one on the same device.
-  void update(points_ref<T> references, stream_ref stream);
+ public:
+  using core::core;
 
   /// Device memory the index holds (tree and build scratch, whose sorted keys queries read), in bytes;
   /// queries' scratch not counted.
-  [[nodiscard]] std::size_t memory_bytes() const noexcept { return tree_.size() + build_scratch_.size(); }
-
- private:
-  using core = detail::index_core<T>;
-  template <class>
-  friend class nearest_index;
-  template <class, class>
-  friend class nearest_queries;
-  template <class, class>
-  friend class radius_queries;
-
-  /// An empty index that the front end builds from prepared float64 coordinates.
-  tree_index(nearest_options const& options, device_resource_ref resource) : core(options, resource) {}
-  template <class U>
-  void build(points_ref<U> references, stream_ref stream);
-
-  // k-nearest queries (nearest_queries.cuh): the engine's checks and search.
-  template <class Index>
-  void expect_query(points_ref<T> const& observations, neighbors_ref<Index, T> const& result, stream_ref stream) const
-  {
-    core::expect_query_on("tree_index", (std::size_t{1} << 32) - 1, observations, result, stream);
-  }
-  template <class Index>
-  void search_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
-  template <int K, class Index>
-  void search(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
-  /// A query ran on `stream`: the index's memory is released after its last query.
-  void used(stream_ref stream) noexcept { tree_.set_stream(stream); }
-
-  // Radius queries (radius_queries.cuh, detail/radius_impl.cuh): the engine's pass and data.
-  [[nodiscard]] std::size_t radius_scratch_bytes(std::size_t n) const;
-  template <class Index>
-  void radius_run(points_ref<T> const& observations, detail::radius_pass<Index, T> pass, stream_ref stream, std::byte* memory) const;
-  [[nodiscard]] detail::lat_lon const* radius_coordinates() const noexcept;
-
-  std::size_t leaves_ = 0;                     // a power of two
-  std::uint32_t const* member_ids_ = nullptr;  // reference indices in sorted order (groups' members), in build_scratch_
-  device_buffer<std::byte> tree_;              // sorted points, nodes, coordinates
-  device_buffer<std::byte> build_scratch_;     // keys, ids, arrival counters, sort temporaries
+  [[nodiscard]] std::size_t memory_bytes() const noexcept { return this->tree_.size() + this->build_scratch_.size(); }
 };
 
 }  // namespace streamkit
 
-#include <streamkit/spatial/detail/tree_impl.cuh>
 #include <streamkit/spatial/detail/nearest_queries_impl.cuh>
 #include <streamkit/spatial/detail/radius_impl.cuh>

@@ -1,13 +1,20 @@
 #pragma once
-// Host facade of the brute-force engine: validation, planning and launches.
+// The brute-force engine's memory and passes (brute_force_index.cuh): validation, planning and launches.
 
 #include <streamkit/core/detail/launch.hpp>
 #include <streamkit/core/device.hpp>
 #include <streamkit/core/error.hpp>
+#include <streamkit/core/stream_ref.hpp>
+#include <streamkit/memory/device_buffer.hpp>
+#include <streamkit/memory/resource.hpp>
 #include <streamkit/spatial/detail/brute_force_knn_kernels.cuh>
+#include <streamkit/spatial/detail/index_core.cuh>
 #include <streamkit/spatial/detail/nearest_checks.hpp>
 #include <streamkit/spatial/detail/nearest_launch.cuh>
 #include <streamkit/spatial/detail/nearest_neighbor_kernels.cuh>
+#include <streamkit/spatial/nearest_options.hpp>
+#include <streamkit/spatial/points.hpp>
+#include <streamkit/spatial/radius_queries.cuh>
 
 #include <cstddef>
 #include <cstdint>
@@ -47,31 +54,56 @@ struct reference_layout {
   std::size_t bytes;
 };
 
-}  // namespace detail
+/// The brute-force engine (brute_force_index) on engine_core: its prepared references and the passes
+/// of its queries.
+template <class T>
+class brute_force_engine : public index_core<T> {
+ protected:
+  static constexpr char const* name = "brute_force_index";
+  static constexpr std::size_t max_query_observations = static_cast<std::size_t>(-1);
+
+  brute_force_engine(nearest_options const& options, device_resource_ref resource) : index_core<T>(options, resource) {}
+  /// Prepares `references` on `stream`: unit vectors and float64 coordinates.
+  void prepare(points_ref<T> references, stream_ref stream);
+
+  // k-nearest queries (nearest_queries.cuh): the engine's search.
+  template <class Index>
+  void search_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
+  template <class V, class Index>
+  void search(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
+  template <int K, class Index>
+  void search_k(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
+  /// A query ran on `stream`: the index's memory is released after its last query.
+  void used(stream_ref stream) noexcept { references_.set_stream(stream); }
+  /// The prepared references as float64 radians (NaN for invalid ones), from which the front end builds a tree.
+  [[nodiscard]] points_ref<double> prepared_points() const noexcept
+  {
+    return points_ref<double>::interleaved(&this->coordinates_->lat, this->count_);
+  }
+
+  // Radius queries (radius_queries.cuh, detail/radius_impl.cuh): the engine's pass.
+  [[nodiscard]] std::size_t radius_scratch_bytes(std::size_t) const { return 0; }
+  template <class Index>
+  void radius_run(points_ref<T> const& observations, radius_pass<Index, T> pass, stream_ref stream, std::byte* memory) const;
+
+  device_buffer<std::byte> references_;  // float and double unit vectors, double coordinates
+};
 
 template <class T>
-brute_force_index<T>::brute_force_index(points_ref<T> references, nearest_options const& options, stream_ref stream,
-                                        device_resource_ref resource)
-    : core(options, resource)
+void brute_force_engine<T>::prepare(points_ref<T> references, stream_ref stream)
 {
-  update(references, stream);
-}
-
-template <class T>
-void brute_force_index<T>::update(points_ref<T> references, stream_ref stream)
-{
-  detail::expect_points(references, "references");
-  detail::expect_reference_count(references.count);
-  using namespace detail;
+  expect_points(references, "references");
+  expect_reference_count(references.count);
   device_guard guard(stream.device());
   std::size_t const m = references.count;
   reference_layout const layout(m);
   if (references_.size() < layout.bytes || stream.device() != this->device_) {
     references_ = device_buffer<std::byte>(layout.bytes, stream, this->resource_);
   }
-  core::begin_preparation(m, stream);
+  this->begin_preparation(m, stream);
   references_.set_stream(stream);
   std::byte* const base = references_.data();
+  this->coordinates_ = layout.coordinates(base);
   prepare_references<T><<<grid_size("prepare_references", m, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
     references, m, layout.vectors(base), layout.precise(base), layout.coordinates(base), this->invalid_counts_.data());
   STREAMKIT_CHECK_LAUNCH();
@@ -79,11 +111,11 @@ void brute_force_index<T>::update(points_ref<T> references, stream_ref stream)
 
 template <class T>
 template <class Index>
-void brute_force_index<T>::search_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
-                                        nearest_scratch& scratch) const
+void brute_force_engine<T>::search_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
+                                         nearest_scratch& scratch) const
 {
   if (result.k > 1) {
-    detail::with_list_size(result.k, [&](auto list_size) { search_k<decltype(list_size)::value>(observations, result, stream, scratch); });
+    with_list_size(result.k, [&](auto list_size) { search_k<decltype(list_size)::value>(observations, result, stream, scratch); });
   } else if (this->options_.precision == nn_precision::exact) {
     search<double>(observations, result, stream, scratch);
   } else {
@@ -92,18 +124,10 @@ void brute_force_index<T>::search_async(points_ref<T> observations, neighbors_re
 }
 
 template <class T>
-points_ref<double> brute_force_index<T>::prepared_points() const noexcept
-{
-  detail::lat_lon const* const coordinates = detail::reference_layout(this->count_).coordinates(references_.data());
-  return points_ref<double>::interleaved(&coordinates->lat, this->count_);
-}
-
-template <class T>
 template <class V, class Index>
-void brute_force_index<T>::search(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
-                                  nearest_scratch& scratch) const
+void brute_force_engine<T>::search(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
+                                   nearest_scratch& scratch) const
 {
-  using namespace detail;
   using shape = pass1_shape<V>;
   device_guard guard(this->device_);
   std::size_t const n = observations.count;
@@ -130,10 +154,9 @@ void brute_force_index<T>::search(points_ref<T> observations, neighbors_ref<Inde
 
 template <class T>
 template <int K, class Index>
-void brute_force_index<T>::search_k(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
-                                    nearest_scratch& scratch) const
+void brute_force_engine<T>::search_k(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
+                                     nearest_scratch& scratch) const
 {
-  using namespace detail;
   using shape = knn_pass1_shape;
   device_guard guard(this->device_);
   std::size_t const n = observations.count;
@@ -161,4 +184,5 @@ void brute_force_index<T>::search_k(points_ref<T> observations, neighbors_ref<In
   STREAMKIT_CHECK_LAUNCH();
 }
 
+}  // namespace detail
 }  // namespace streamkit

@@ -1,6 +1,6 @@
 #pragma once
 // What both search engines (brute_force_index, tree_index) hold besides their prepared references, with
-// its move rules, validation and reject-invalid step written once.
+// its move rules, validation and reject-invalid step written once (engine_core.cuh builds the engines on it).
 
 #include <streamkit/core/device.hpp>
 #include <streamkit/core/error.hpp>
@@ -54,6 +54,7 @@ class index_core {
         count_(std::exchange(other.count_, 0)),
         device_(std::exchange(other.device_, -1)),
         preparation_(std::exchange(other.preparation_, 0)),
+        coordinates_(std::exchange(other.coordinates_, nullptr)),
         invalid_counts_(std::move(other.invalid_counts_)),
         scratch_(std::move(other.scratch_))
   {
@@ -66,6 +67,7 @@ class index_core {
       count_ = std::exchange(other.count_, 0);
       device_ = std::exchange(other.device_, -1);
       preparation_ = std::exchange(other.preparation_, 0);
+      coordinates_ = std::exchange(other.coordinates_, nullptr);
       invalid_counts_ = std::move(other.invalid_counts_);
       scratch_ = std::move(other.scratch_);
     }
@@ -91,17 +93,6 @@ class index_core {
     STREAMKIT_CUDA_TRY(cudaMemsetAsync(invalid_counts_.data(), 0, sizeof(unsigned long long), stream.value()));
   }
 
-  /// The checks of a k-nearest query on the engine `name`, which takes at most `max_observations` per query.
-  template <class Index>
-  void expect_query_on(char const* name, std::size_t max_observations, points_ref<T> const& observations,
-                    neighbors_ref<Index, T> const& result, stream_ref stream) const
-  {
-    expect_engine_query(name, count_, device_, observations, result, stream);
-    STREAMKIT_EXPECTS(observations.count <= max_observations, std::invalid_argument,
-                      "observations: " + std::to_string(observations.count) + " points; " + name + " takes at most " +
-                        std::to_string(max_observations) + " per query");
-  }
-
   /// With invalid_points::reject: counts the invalid observations on `stream`, waits, and throws
   /// std::invalid_argument for invalid references or observations (before anything is written).
   void reject_invalid(points_ref<T> const& observations, stream_ref stream)
@@ -117,6 +108,7 @@ class index_core {
   std::size_t count_ = 0;
   int device_ = -1;
   std::uint64_t preparation_ = 0;  // next_preparation() of the current references (0: none)
+  lat_lon const* coordinates_ = nullptr;  // the references' float64 coordinates by index, in the engine's memory (its preparation sets it)
   device_buffer<unsigned long long> invalid_counts_;  // invalid references (preparation), observations (blocking query)
   nearest_scratch scratch_;                           // of the queries without a scratch argument
 };

@@ -46,7 +46,7 @@ void nearest_index<T>::with_engine(search_engine engine, stream_ref stream, F&& 
     return;
   }
   if (!tree_current_) {
-    tree_.build(brute_force_.prepared_points(), stream);
+    tree_.prepare(brute_force_.prepared_points(), stream);
     tree_current_ = true;
   }
   f(tree_);

@@ -1,7 +1,7 @@
 #pragma once
-// The k-nearest queries (nearest_queries.cuh), written once over the engines: each engine supplies its
-// checks (expect_query), its search (search_async) and where its memory is used (used); the front end
-// forwards to the engine it picks (query_dispatch).
+// The k-nearest queries (nearest_queries.cuh), written once over the engines: the checks (expect_query)
+// are engine_core's, each engine supplies its search (search_async) and where its memory is used
+// (used); the front end forwards to the engine it picks (query_dispatch).
 
 #include <streamkit/spatial/nearest_queries.cuh>
 

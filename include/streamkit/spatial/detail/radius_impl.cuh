@@ -229,28 +229,13 @@ struct radius_kept_layout {
   std::size_t ids_offset, found_offset, tags_offset, order_offset, bytes;
 };
 
-}  // namespace detail
-
 // ---- the engines' passes -------------------------------------------------------------------------
 
 template <class T>
-std::size_t brute_force_index<T>::radius_scratch_bytes(std::size_t) const
-{
-  return 0;
-}
-
-template <class T>
-detail::lat_lon const* brute_force_index<T>::radius_coordinates() const noexcept
-{
-  return detail::reference_layout(this->count_).coordinates(references_.data());
-}
-
-template <class T>
 template <class Index>
-void brute_force_index<T>::radius_run(points_ref<T> const& observations, detail::radius_pass<Index, T> pass, stream_ref stream,
-                                      std::byte*) const
+void brute_force_engine<T>::radius_run(points_ref<T> const& observations, radius_pass<Index, T> pass, stream_ref stream,
+                                       std::byte*) const
 {
-  using namespace detail;
   using shape = radius_brute_force_shape;
   std::size_t const n = observations.count;
   nearest_plan const plan =
@@ -264,30 +249,17 @@ void brute_force_index<T>::radius_run(points_ref<T> const& observations, detail:
 }
 
 template <class T>
-std::size_t tree_index<T>::radius_scratch_bytes(std::size_t n) const
-{
-  return detail::observation_order_bytes(n);
-}
-
-template <class T>
-detail::lat_lon const* tree_index<T>::radius_coordinates() const noexcept
-{
-  return detail::tree_layout(this->count_, leaves_).view(tree_.data(), member_ids_, leaves_).coordinates;
-}
-
-template <class T>
 template <class Index>
-void tree_index<T>::radius_run(points_ref<T> const& observations, detail::radius_pass<Index, T> pass, stream_ref stream,
-                               std::byte* memory) const
+void tree_engine<T>::radius_run(points_ref<T> const& observations, radius_pass<Index, T> pass, stream_ref stream,
+                                std::byte* memory) const
 {
-  using namespace detail;
   std::size_t const n = observations.count;
   // Listed rows in their order, else every row in the k-nearest search's.
   std::uint32_t const* const order = pass.rows != nullptr ? pass.rows : observation_order(observations, memory, stream);
-  tree_view const view = tree_layout(this->count_, leaves_).view(tree_.data(), member_ids_, leaves_);
+  tree_view const tree = view();
   auto const launch = [&](auto kernel, std::size_t rows, int lanes) {
     kernel<<<grid_size("radius_tree", rows * static_cast<std::size_t>(lanes), tree_search_threads), tree_search_threads, 0,
-             stream.value()>>>(observations, n, order, view, pass);
+             stream.value()>>>(observations, n, order, tree, pass);
     STREAMKIT_CHECK_LAUNCH();
   };
   constexpr int few = radius_tree_lanes_few;
@@ -300,6 +272,8 @@ void tree_index<T>::radius_run(points_ref<T> const& observations, detail::radius
     launch(radius_tree<1, Index, T>, n, 1);
   }
 }
+
+}  // namespace detail
 
 // ---- the queries, once for every engine -----------------------------------------------------------
 
@@ -402,13 +376,13 @@ void radius_queries<Engine, T>::fill_on(E const& engine, points_ref<T> const& ob
   engine.radius_run(observations, pass, stream, memory);
   if (!sorted) { return; }
   if (short_rows) {
-    sort_rows(sorted_rows_of(observations, pass, nullptr, nullptr, engine.radius_coordinates(), engine.count_, result), result.largest_row, stream);
+    sort_rows(sorted_rows_of(observations, pass, nullptr, nullptr, engine.coordinates_, engine.count_, result), result.largest_row, stream);
     return;
   }
   sorted_pairs<tree_key> const order =
     sort_keys(keys, capacity, end_bit, sort_temporary, sort_bytes, stream);
   radius_finish_sorted<Index, T><<<grid_size("radius_finish_sorted", capacity, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
-    observations, n, clamped, order.keys, engine.radius_coordinates(), engine.count_, result.index, result.distance, pass.scale);
+    observations, n, clamped, order.keys, engine.coordinates_, engine.count_, result.index, result.distance, pass.scale);
   STREAMKIT_CHECK_LAUNCH();
 }
 
@@ -438,7 +412,7 @@ void radius_queries<Engine, T>::fill_from_kept(E const& engine, points_ref<T> co
   STREAMKIT_CUDA_TRY(cudaMemsetAsync(row_count, 0, sizeof(std::uint32_t), stream.value()));
   radius_pass<Index, T> pass = start_fill(radius, sorted, distance_scale(engine.options_), result, clamped, cursors, keys, stream);
   pass.kept = kept;
-  lat_lon const* const coordinates = engine.radius_coordinates();
+  lat_lon const* const coordinates = engine.coordinates_;
   radius_fill_kept<Index, T><<<grid_size("radius_fill_kept", n, 128, grid_stride_blocks), 128, 0, stream.value()>>>(
     observations, n, result.offsets, pass, coordinates, engine.count_, rows, row_count);
   STREAMKIT_CHECK_LAUNCH();

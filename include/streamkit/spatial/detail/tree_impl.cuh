@@ -1,13 +1,21 @@
 #pragma once
-// Host facade of tree_index: validation, memory layout, the build and the query launches.
+// The tree engine's memory and passes (tree_index.cuh): validation, memory layout, the build and the
+// query launches.
 
 #include <streamkit/core/detail/launch.hpp>
 #include <streamkit/core/device.hpp>
 #include <streamkit/core/error.hpp>
+#include <streamkit/core/stream_ref.hpp>
+#include <streamkit/memory/device_buffer.hpp>
+#include <streamkit/memory/resource.hpp>
+#include <streamkit/spatial/detail/index_core.cuh>
 #include <streamkit/spatial/detail/nearest_checks.hpp>
 #include <streamkit/spatial/detail/nearest_launch.cuh>
 #include <streamkit/spatial/detail/tree_cells.cuh>
 #include <streamkit/spatial/detail/tree_kernels.cuh>
+#include <streamkit/spatial/nearest_options.hpp>
+#include <streamkit/spatial/points.hpp>
+#include <streamkit/spatial/radius_queries.cuh>
 
 #include <cub/device/device_merge_sort.cuh>
 #include <cub/device/device_radix_sort.cuh>
@@ -306,27 +314,50 @@ void cell_list_search(points_ref<T> const& observations, neighbors_ref<Index, T>
   STREAMKIT_CHECK_LAUNCH();
 }
 
-}  // namespace detail
-
+/// The tree engine (tree_index) on engine_core: the tree, its build and the passes of its queries.
 template <class T>
-tree_index<T>::tree_index(points_ref<T> references, nearest_options const& options, stream_ref stream,
-                          device_resource_ref resource)
-    : core(options, resource)
-{
-  update(references, stream);
-}
+class tree_engine : public index_core<T> {
+ protected:
+  static constexpr char const* name = "tree_index";
+  static constexpr std::size_t max_query_observations = (std::size_t{1} << 32) - 1;
 
-template <class T>
-void tree_index<T>::update(points_ref<T> references, stream_ref stream)
-{
-  build(references, stream);
-}
+  tree_engine(nearest_options const& options, device_resource_ref resource) : index_core<T>(options, resource) {}
+  /// Builds the tree over `references` on `stream`; the front end builds it from the brute-force
+  /// engine's float64 coordinates (U = double).
+  template <class U>
+  void prepare(points_ref<U> references, stream_ref stream);
+
+  // k-nearest queries (nearest_queries.cuh): the engine's search.
+  template <class Index>
+  void search_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
+  template <int K, class Index>
+  void search(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream, nearest_scratch& scratch) const;
+  /// A query ran on `stream`: the index's memory is released after its last query (queries read the
+  /// tree and the sorted indices in the build scratch).
+  void used(stream_ref stream) noexcept
+  {
+    tree_.set_stream(stream);
+    build_scratch_.set_stream(stream);
+  }
+
+  // Radius queries (radius_queries.cuh, detail/radius_impl.cuh): the engine's pass.
+  [[nodiscard]] std::size_t radius_scratch_bytes(std::size_t n) const { return observation_order_bytes(n); }
+  template <class Index>
+  void radius_run(points_ref<T> const& observations, radius_pass<Index, T> pass, stream_ref stream, std::byte* memory) const;
+
+  /// The tree as the query kernels read it.
+  [[nodiscard]] tree_view view() const noexcept { return tree_layout(this->count_, leaves_).view(tree_.data(), member_ids_, leaves_); }
+
+  std::size_t leaves_ = 0;                     // a power of two
+  std::uint32_t const* member_ids_ = nullptr;  // reference indices in sorted order (groups' members), in build_scratch_
+  device_buffer<std::byte> tree_;              // sorted points, nodes, coordinates
+  device_buffer<std::byte> build_scratch_;     // keys, ids, arrival counters, sort temporaries
+};
 
 template <class T>
 template <class U>
-void tree_index<T>::build(points_ref<U> references, stream_ref stream)
+void tree_engine<T>::prepare(points_ref<U> references, stream_ref stream)
 {
-  using namespace detail;
   expect_points(references, "references");
   expect_reference_count(references.count);
   int const stream_device = stream.device();
@@ -348,7 +379,7 @@ void tree_index<T>::build(points_ref<U> references, stream_ref stream)
   }
   if (tree_.size() < layout.bytes) { tree_ = device_buffer<std::byte>(layout.bytes, stream, this->resource_); }
   if (build_scratch_.size() < scratch_bytes) { build_scratch_ = device_buffer<std::byte>(scratch_bytes, stream, this->resource_); }
-  core::begin_preparation(m, stream);
+  this->begin_preparation(m, stream);
   leaves_ = leaves;
   tree_.set_stream(stream);
   build_scratch_.set_stream(stream);
@@ -360,6 +391,7 @@ void tree_index<T>::build(points_ref<U> references, stream_ref stream)
   auto* const precise_nodes = reinterpret_cast<tree_precise_node*>(base + layout.precise_nodes_offset);
   auto* const capsules = reinterpret_cast<tree_capsule*>(base + layout.capsules_offset);
   auto* const coordinates = reinterpret_cast<lat_lon*>(base + layout.coordinates_offset);
+  this->coordinates_ = coordinates;
   auto* const group_keys = reinterpret_cast<std::uint64_t*>(base + layout.keys_offset);
   auto* const run_starts = reinterpret_cast<std::uint32_t*>(base + layout.run_starts_offset);
   auto* const group_count = reinterpret_cast<std::uint32_t*>(base + layout.group_count_offset);
@@ -398,24 +430,23 @@ void tree_index<T>::build(points_ref<U> references, stream_ref stream)
 
 template <class T>
 template <class Index>
-void tree_index<T>::search_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
-                                 nearest_scratch& scratch) const
+void tree_engine<T>::search_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
+                                  nearest_scratch& scratch) const
 {
-  detail::with_list_size(result.k, [&](auto list_size) { search<decltype(list_size)::value>(observations, result, stream, scratch); });
+  with_list_size(result.k, [&](auto list_size) { search<decltype(list_size)::value>(observations, result, stream, scratch); });
 }
 
 template <class T>
 template <int K, class Index>
-void tree_index<T>::search(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
-                           nearest_scratch& scratch) const
+void tree_engine<T>::search(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
+                            nearest_scratch& scratch) const
 {
-  using namespace detail;
   device_guard guard(this->device_);
   std::size_t const n = observations.count;
-  tree_view const view = tree_layout(this->count_, leaves_).view(tree_.data(), member_ids_, leaves_);
+  tree_view const tree = view();
   if (use_cell_lists(n, this->count_)) {
     cell_plan const plan(n, this->count_, result.k);
-    cell_list_search<K>(observations, result, view, plan, max_chord2(this->options_), distance_scale(this->options_),
+    cell_list_search<K>(observations, result, tree, plan, max_chord2(this->options_), distance_scale(this->options_),
                         scratch.reserve(plan.bytes, this->device_, stream, this->resource_), stream);
     return;
   }
@@ -423,8 +454,9 @@ void tree_index<T>::search(points_ref<T> observations, neighbors_ref<Index, T> r
   std::uint32_t const* const order =
     observation_order(observations, bytes > 0 ? scratch.reserve(bytes, this->device_, stream, this->resource_) : nullptr, stream);
   tree_search<K, Index, T><<<grid_size("tree_search", n, tree_search_threads), tree_search_threads, 0, stream.value()>>>(
-    observations, n, order, view, result, static_cast<int>(result.k), max_chord2(this->options_), distance_scale(this->options_));
+    observations, n, order, tree, result, static_cast<int>(result.k), max_chord2(this->options_), distance_scale(this->options_));
   STREAMKIT_CHECK_LAUNCH();
 }
 
+}  // namespace detail
 }  // namespace streamkit
