@@ -15,8 +15,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 #include <utility>
 
 namespace streamkit::detail {
