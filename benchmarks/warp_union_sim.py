@@ -9,8 +9,8 @@ the mean leaves per observation and per warp over 300 random warps (numpy, a few
 With --regroup [KINDS] it also orders the observations by the leaf a descent from the root reaches, going
 to the child whose box is nearer ("box", as the experiment of the eleventh session did), whose segment
 from its first to its last reference is nearer ("segment") or whose middle reference in sorted order is
-nearer ("middle"); KINDS: a comma-separated list of them, all three by default. It prints for each order how far that leaf
-lies from the leaf of the nearest reference and the leaves a warp of that order needs.
+nearer ("middle"); KINDS: a comma-separated list of them, all three by default. It prints for each order
+how far that leaf lies from the leaf of the nearest reference and the leaves a warp of that order needs.
 """
 import sys
 import numpy as np
@@ -45,13 +45,14 @@ oc=np.floor((O+1)*0.5*1024).clip(0,1023).astype(np.uint64)
 ok=(spread(oc[:,0])<<np.uint64(2))|(spread(oc[:,1])<<np.uint64(1))|spread(oc[:,2])
 oo=np.argsort(ok,kind='stable'); O=O[oo]
 warps=rng.choice(N//32,300,replace=False)
+def warp_leaves(P):
+    """The leaves each of the warp's observations P needs, and the leaf of each one's nearest reference."""
+    c2=((P[:,None,:]-Rs[None,:,:])**2).sum(-1)  # 32 x M
+    need=c2<=c2.min(1,keepdims=True)+1e-14
+    return [set(leaf_of_sorted[np.nonzero(r)[0]]) for r in need],leaf_of_sorted[c2.argmin(1)]
 own=[];uni=[]
 for w in warps:
-    P=O[w*32:(w+1)*32]
-    c2=((P[:,None,:]-Rs[None,:,:])**2).sum(-1)  # 32 x M
-    mn=c2.min(1,keepdims=True)
-    need=c2<=mn+1e-14
-    sets=[set(leaf_of_sorted[np.nonzero(r)[0]]) for r in need]
+    sets,_=warp_leaves(O[w*32:(w+1)*32])
     own.append(np.mean([len(s) for s in sets])); uni.append(len(set().union(*sets)))
 print("own leaves per thread mean",np.mean(own),"union per warp mean",np.mean(uni),"p90",np.percentile(uni,90),"max",np.max(uni))
 
@@ -89,12 +90,7 @@ if "--regroup" in sys.argv:
         ro=np.argsort(key,kind='stable'); Ok=O[ro]; keyk=key[ro]
         off=[];uk=[]
         for w in warps:
-            P=Ok[w*32:(w+1)*32]
-            c2=((P[:,None,:]-Rs[None,:,:])**2).sum(-1)
-            mn=c2.min(1,keepdims=True)
-            need=c2<=mn+1e-14
-            sets=[set(leaf_of_sorted[np.nonzero(r)[0]]) for r in need]
-            nearest=leaf_of_sorted[c2.argmin(1)]
+            sets,nearest=warp_leaves(Ok[w*32:(w+1)*32])
             off.extend(np.abs(nearest-keyk[w*32:(w+1)*32]))
             uk.append(len(set().union(*sets)))
         print(kind,"descent: leaves from the nearest reference's leaf: median",np.median(off),"p90",np.percentile(off,90),

@@ -25,7 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <initializer_list>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -51,6 +51,8 @@ using streamkit_test::point_set;
 using streamkit_test::upload;
 
 constexpr std::size_t hostile_k[] = {1, 16, 32};
+/// The k-nearest engines every hostile class runs on.
+constexpr engine hostile_engines[] = {engine::brute_force, engine::tree, engine::front_end};
 
 point_set as_point_set(hostile::point_list const& p)
 {
@@ -88,12 +90,12 @@ void expect_identical_references_in_index_order(hostile::identical_groups const&
                        << " (k = " << k << "):" << lines;
 }
 
-/// Each of `engines` (default: brute force, tree, front end), k in {1, 16, 32}, fast and exact, on one
+/// Each of `engines` (default: hostile_engines), k in {1, 16, 32}, fast and exact, on one
 /// class's N observations and M references uploaded as T in degrees: the first `checked` rows of each
 /// result against the CPU reference and the tie order of identical references.
 template <class T, class Index>
 void check_class(hostile::input_class const& c, std::size_t n, std::size_t m, std::size_t checked, std::uint64_t seed,
-                 std::initializer_list<engine> engines = {engine::brute_force, engine::tree, engine::front_end})
+                 std::vector<engine> const& engines = {std::begin(hostile_engines), std::end(hostile_engines)})
 {
   hostile::problem const p = hostile::generate(c, n, m, seed);
   streamkit::stream const s(0);
@@ -237,7 +239,7 @@ TEST_P(HostileDeepTree, LargeReferenceSetsOfTheWorstClasses)
 INSTANTIATE_TEST_SUITE_P(HostileInputs, HostileDeepTree,
                          ::testing::Combine(::testing::Values("refs_one_point_p0.5", "depots", "pole_circle_1e-7rad", "cell_3m",
                                                               "null_island_10pct"),
-                                            ::testing::Values(engine::brute_force, engine::tree, engine::front_end)),
+                                            ::testing::ValuesIn(hostile_engines)),
                          [](auto const& info) { return test_name_of(std::get<0>(info.param) + "_" + name_of(std::get<1>(info.param))); });
 
 // ---- host-side checks of the generators: they run without a GPU ----------------------------------
