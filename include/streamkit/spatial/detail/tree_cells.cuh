@@ -312,12 +312,14 @@ __global__ void __launch_bounds__(cell_threads)
         bool const in = e + s < range.end && chord2(p.x, p.y, p.z, vec4<float>{q[s].x, q[s].y, q[s].z, 0.f}) <= bounds.upper;
         passed |= in ? 1u << s : 0u;
       }
+      bool taken = false;
       while (passed != 0) {
         int const s = __ffs(static_cast<int>(passed)) - 1;
         passed &= passed - 1;
         // The entry is read again, from L1: indexing at[] by s would put it in local memory.
-        rank_entry(tree, entries[e + static_cast<std::uint32_t>(s)], precise_p, list, bounds);
+        taken |= rank_entry(tree, entries[e + static_cast<std::uint32_t>(s)], precise_p, list);
       }
+      if (taken) { bounds = search_bounds(list.worst()); }
     }
   }
   list.write(result, i, k, lat, lon, tree.coordinates, scale);
@@ -407,13 +409,13 @@ __global__ void __launch_bounds__(cell_threads)
         vec4<double> const precise_p = unit_vector<double>(lat, lon, true);
         float3 const rounded{static_cast<float>(precise_p.x), static_cast<float>(precise_p.y), static_cast<float>(precise_p.z)};
         search_bounds bounds(list.worst());
-        rank_entry(tree, seed_at, precise_p, list, bounds);
+        if (rank_entry(tree, seed_at, precise_p, list)) { bounds = search_bounds(list.worst()); }
         while (candidates != 0) {
           std::uint32_t const e = range.begin + static_cast<std::uint32_t>(__ffsll(static_cast<long long>(candidates)) - 1);
           candidates &= candidates - 1;
           float4 const q = entries[e];
           if (chord2(rounded.x, rounded.y, rounded.z, vec4<float>{q.x, q.y, q.z, 0.f}) <= bounds.upper) {
-            rank_entry(tree, __float_as_uint(q.w), precise_p, list, bounds);
+            if (rank_entry(tree, __float_as_uint(q.w), precise_p, list)) { bounds = search_bounds(list.worst()); }
           }
         }
       }

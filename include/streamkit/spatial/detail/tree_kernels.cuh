@@ -22,9 +22,11 @@ inline constexpr int tree_leaf_size = 16;
 inline constexpr int tree_search_threads = 128;
 /// Blocks of tree_search an SM should hold for lists of K entries, which caps its registers: for K = 1,
 /// 8 (64 registers, against the compiler's 74: 32 warps an SM instead of 28), for K = 16, 5 (96 against
-/// 122), each 2–10 % faster on uniform and hostile inputs on an H200 although a few registers spill.
-/// Other list sizes keep the compiler's choice (not measured).
-[[nodiscard]] constexpr int tree_search_min_blocks(int k) { return k == 1 ? 8 : (k == 16 ? 5 : 1); }
+/// 122), each 2–10 % faster on uniform and hostile inputs on an H200 although a few registers spill
+/// (6 and 8 for K = 16: 12 % and 33 % slower on uniform inputs); for K = 32, 3 (170 registers): uniform
+/// 2^20 × 2^20 4 % faster, the pole circle 13 %, cell_3m_distinct 17 %, antimeridian 6 % slower (4: uniform
+/// 3 % slower). Other list sizes keep the compiler's choice (not measured).
+[[nodiscard]] constexpr int tree_search_min_blocks(int k) { return k == 1 ? 8 : (k == 16 ? 5 : (k == 32 ? 3 : 1)); }
 /// Deepest stack a search needs: one entry per level of a tree of up to 2^31 leaves.
 inline constexpr int tree_stack_depth = 32;
 
@@ -499,12 +501,13 @@ __device__ inline std::size_t seed_node(tree_view const& tree, std::uint64_t key
 }
 
 /// Ranks the entry at sorted position `at` (one that passed the float32 filter) in float64 and offers
-/// it to `list`. A group of identical references is ranked once and offered with its smallest
-/// indices, in ascending order, until one is refused (the rest, at the same distance and larger
-/// indices, would be too), so a pile of identical points costs no more than k of them.
+/// it to `list`; returns whether the list took it. A group of identical references is ranked once and
+/// offered with its smallest indices, in ascending order, until one is refused (the rest, at the same
+/// distance and larger indices, would be too), so a pile of identical points costs no more than k of
+/// them. The caller brings its search_bounds up to date once a batch whose filter it has decided is
+/// ranked (recomputing them after every entry taken was 8 % of a k = 16 search's instructions).
 template <int K>
-__device__ __forceinline__ void rank_entry(tree_view const& tree, std::size_t at, vec4<double> const& precise_p, knn_list<K>& list,
-                                           search_bounds& bounds)
+__device__ __forceinline__ bool rank_entry(tree_view const& tree, std::size_t at, vec4<double> const& precise_p, knn_list<K>& list)
 {
   vec4<double> const precise_q = tree.precise_points[at];
   double const c = chord2(precise_p.x, precise_p.y, precise_p.z, precise_q);
@@ -513,7 +516,7 @@ __device__ __forceinline__ void rank_entry(tree_view const& tree, std::size_t at
   std::uint32_t id = static_cast<std::uint32_t>(precise_q.w);
   std::uint32_t member = 0;
   while (list.offer(c, id) && ++member < members) { id = tree.member_ids[tree.run_starts[at] + member]; }
-  if (member > 0) { bounds = search_bounds(list.worst()); }
+  return member > 0;
 }
 
 /// Offers the entries of leaf `leaf` to `list`: a float32 filter over batches of loads issued
@@ -533,11 +536,13 @@ __device__ __forceinline__ void scan_leaf(tree_view const& tree, std::size_t lea
     for (int s = 0; s < batch; ++s) {
       passed |= chord2(p.x, p.y, p.z, vec4<float>{q[s].x, q[s].y, q[s].z, 0.f}) <= bounds.upper ? 1u << s : 0u;
     }
+    bool taken = false;
     while (passed != 0) {
       int const s = __ffs(static_cast<int>(passed)) - 1;
       passed &= passed - 1;
-      rank_entry(tree, first + b + s, precise_p, list, bounds);
+      taken |= rank_entry(tree, first + b + s, precise_p, list);
     }
+    if (taken) { bounds = search_bounds(list.worst()); }
   }
 }
 

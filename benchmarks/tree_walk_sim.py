@@ -1,0 +1,375 @@
+#!/usr/bin/env python3
+"""What a walk of tree_index costs, on the CPU, with the references ordered by one of two keys:
+
+  morton   the library's 126-bit Morton key (42 bits per axis, interleaved)
+  hilbert  a 126-bit 3-D Hilbert key of the same cells (Skilling's transpose), whose consecutive
+           cells are neighbours, so that a node (a range of leaves) covers one piece of a curve
+
+For a sample of observations, one thread's walk alone from the root after its seed (tree_search_one's
+rules: the float box test, then the float64 box and capsule tests between the float bounds, the child
+with more room first): the boxes it tests, the float64 tests and the leaves it scans. With --warps W,
+also W warps' shared walks (without the switch to the walk alone) over N uniform observations sorted by
+a 30-bit key (the tree's, or --observation-keys): steps, leaves entered, scans and float64 tests per thread.
+
+usage: tree_walk_sim.py [--classes a,b] [--m M] [--sample S] [--k K] [--keys morton,hilbert]
+                        [--warps W] [--n N] [--observation-keys morton|hilbert]
+classes: uniform, pole_circle (1e-7 rad, float32 degrees), cell_3m (distinct points within 3 m),
+one_meridian.
+
+It counts the walk's work, not its time: on an H200 the Hilbert order that takes a uniform warp's walk
+from 124 to 88 steps here (2^20 x 2^20, k = 16) left the search's time within 2.5 % (docs/performance.md,
+twelfth session), since list insertions, not box tests, take most of a k = 16 search's instructions.
+"""
+import argparse
+import numpy as np
+
+LEAF = 16
+U24 = 2.0 ** -24
+
+
+def unit(lat, lon):
+    lat = np.radians(np.asarray(lat, np.float64))
+    lon = np.radians(np.asarray(lon, np.float64))
+    return np.stack([np.cos(lat) * np.cos(lon), np.cos(lat) * np.sin(lon), np.sin(lat)], 1)
+
+
+def spread(v):
+    v = v & np.uint64(0x1fffff)
+    v = (v | v << np.uint64(32)) & np.uint64(0x1f00000000ffff)
+    v = (v | v << np.uint64(16)) & np.uint64(0x1f0000ff0000ff)
+    v = (v | v << np.uint64(8)) & np.uint64(0x100f00f00f00f00f)
+    v = (v | v << np.uint64(4)) & np.uint64(0x10c30c30c30c30c3)
+    v = (v | v << np.uint64(2)) & np.uint64(0x1249249249249249)
+    return v
+
+
+def cells(P, bits):
+    return np.clip(np.floor((P + 1.0) * 0.5 * 2.0 ** bits), 0, 2.0 ** bits - 1).astype(np.uint64)
+
+
+def hilbert_transpose(X, bits):
+    """Skilling's AxesToTranspose on three arrays of `bits`-bit cells (in place on copies)."""
+    X = [x.copy() for x in X]
+    q = np.uint64(1) << np.uint64(bits - 1)
+    one = np.uint64(1)
+    while q > one:
+        p = q - one
+        for i in range(3):
+            hit = (X[i] & q) != 0
+            X[0] = np.where(hit, X[0] ^ p, X[0])
+            t = np.where(hit, np.uint64(0), (X[0] ^ X[i]) & p)
+            X[0] ^= t
+            X[i] ^= t
+        q >>= one
+    for i in range(1, 3):
+        X[i] ^= X[i - 1]
+    t = np.zeros_like(X[0])
+    q = np.uint64(1) << np.uint64(bits - 1)
+    while q > one:
+        t = np.where((X[2] & q) != 0, t ^ (q - one), t)
+        q >>= one
+    return [x ^ t for x in X]
+
+
+def keys(P, kind, bits):
+    """(high, low) words of the 3*bits-bit key (bits = 42: 63 + 63 bits), or one word for bits <= 21."""
+    c = [cells(P[:, a], bits) for a in range(3)]
+    if kind == "hilbert":
+        c = hilbert_transpose(c, bits)
+    if bits <= 21:
+        return (spread(c[0]) << np.uint64(2)) | (spread(c[1]) << np.uint64(1)) | spread(c[2])
+    s = np.uint64(bits - 21)
+    m = np.uint64((1 << (bits - 21)) - 1)
+    hi = (spread(c[0] >> s) << np.uint64(2)) | (spread(c[1] >> s) << np.uint64(1)) | spread(c[2] >> s)
+    lo = (spread(c[0] & m) << np.uint64(2)) | (spread(c[1] & m) << np.uint64(1)) | spread(c[2] & m)
+    return hi, lo
+
+
+def seg_d2(P, a, b):
+    u = b - a
+    w = P - a
+    uu = (u * u).sum(-1)
+    t = np.where(uu > 0, (w * u).sum(-1) / np.where(uu > 0, uu, 1.0), 0.0)
+    t = np.clip(t, 0.0, 1.0)
+    r = w - t[..., None] * u
+    return (r * r).sum(-1)
+
+
+class Tree:
+    def __init__(self, R, kind):
+        hi, lo = keys(R, kind, 42)
+        order = np.lexsort((np.arange(len(R)), lo, hi))
+        Rs = R[order]
+        keep = np.ones(len(Rs), bool)
+        keep[1:] = np.any(Rs[1:] != Rs[:-1], axis=1)  # identical vectors: one entry
+        self.points = Rs[keep]
+        self.keys = hi[order][keep]
+        g = len(self.points)
+        leaves = 1
+        while leaves * LEAF < g:
+            leaves *= 2
+        self.leaves = leaves
+        pts = np.full((leaves * LEAF, 3), np.nan)
+        pts[:g] = self.points
+        self.padded = pts
+        L = pts.reshape(leaves, LEAF, 3)
+        low = np.full((2 * leaves, 3), np.inf)
+        high = np.full((2 * leaves, 3), -np.inf)
+        ca = np.zeros((2 * leaves, 3))
+        cb = np.zeros((2 * leaves, 3))
+        cr = np.zeros(2 * leaves)
+        used = np.zeros(2 * leaves, bool)
+        with np.errstate(invalid="ignore"):
+            low[leaves:] = np.where(np.isnan(L), np.inf, L).min(1)
+            high[leaves:] = np.where(np.isnan(L), -np.inf, L).max(1)
+        used[leaves:] = ~np.isnan(L[:, 0, 0])
+        for leaf in np.nonzero(used[leaves:])[0]:
+            v = leaves + leaf
+            e = L[leaf][~np.isnan(L[leaf][:, 0])]
+            axis = np.argmax(high[v] - low[v])
+            a = e[np.argmin(e[:, axis])]
+            b = e[np.argmax(e[:, axis])]
+            ca[v], cb[v] = a, b
+            cr[v] = np.sqrt(seg_d2(e, a, b)).max() * (1 + 2 ** -50) + 2 ** -50
+        level = leaves // 2
+        while level >= 1:
+            v = np.arange(level, 2 * level)
+            l, r = 2 * v, 2 * v + 1
+            low[v] = np.minimum(low[l], low[r])
+            high[v] = np.maximum(high[l], high[r])
+            used[v] = used[l] | used[r]
+            for node in v[used[v]]:
+                axis = np.argmax(high[node] - low[node])
+                ends, radii = [], []
+                for c in (2 * node, 2 * node + 1):
+                    if used[c]:
+                        ends += [ca[c], cb[c]]
+                        radii += [cr[c], cr[c]]
+                ends = np.array(ends)
+                a = ends[np.argmin(ends[:, axis])]
+                b = ends[np.argmax(ends[:, axis])]
+                ca[node], cb[node] = a, b
+                cr[node] = ((np.sqrt(seg_d2(ends, a, b)) + np.array(radii)).max()) * (1 + 2 ** -52)
+            level //= 2
+        self.low, self.high, self.ca, self.cb, self.cr = low, high, ca, cb, cr
+        with np.errstate(over="ignore"):
+            self.flow = np.nextafter(low.astype(np.float32), np.float32(-np.inf))
+            self.fhigh = np.nextafter(high.astype(np.float32), np.float32(np.inf))
+        self.kind = kind
+
+
+def upper_of(worst):
+    chord = np.sqrt(worst) * (1 + 2 * U24) + 3.5 * U24
+    return np.float32(chord * chord * (1 + 4 * U24))
+
+
+def lower_of(worst):
+    chord = np.sqrt(worst) * (1 - 2 * U24) - 3.5 * U24
+    return np.float32(chord * chord * (1 - 4 * U24)) if chord > 0 else np.float32(0)
+
+
+def walk(tree, q, k):
+    """One thread alone: seed leaves, then the walk; returns (box tests, float64 tests, leaves scanned)."""
+    counts = [0, 0, 0]
+    fq = q.astype(np.float32)
+    best = []  # k smallest chord2
+
+    def scan(leaf):
+        counts[2] += 1
+        e = tree.padded[leaf * LEAF:(leaf + 1) * LEAF]
+        c2 = ((e - q) ** 2).sum(1)
+        c2 = c2[~np.isnan(c2)]
+        best.extend(c2.tolist())
+        best.sort()
+        del best[k:]
+
+    def worst():
+        return best[-1] if len(best) == k else 4.0 + 1e-9
+
+    def room(v):
+        counts[0] += 1
+        w = worst()
+        d = np.maximum(np.maximum(tree.flow[v] - fq, fq - tree.fhigh[v]), np.float32(0))
+        with np.errstate(over="ignore"):  # an empty box: +inf
+            bound = np.float32((d * d).sum(dtype=np.float32))
+        up = upper_of(w)
+        if not bound <= up:
+            return 0.0
+        if bound < lower_of(w):
+            return float(up - bound) + 1.0
+        counts[1] += 1
+        reach = np.sqrt(w) * (1 + 2 ** -50) + (2 ** -48 if np.sqrt(w) < 2 ** -46 else 2 ** -50)
+        limit = reach + tree.cr[v]
+        along = limit * limit * (1 + 2 ** -50) - seg_d2(q, tree.ca[v], tree.cb[v])
+        if not along >= 0:
+            return 0.0
+        dd = np.maximum(np.maximum(tree.low[v] - q, q - tree.high[v]), 0)
+        r = min(w - (dd * dd).sum() * (1 - 2 ** -49), along)
+        return r if r >= 0 else 0.0
+
+    g = len(tree.points)
+    key = keys(q[None, :], tree.kind, 21)[0]
+    at = min(int(np.searchsorted(tree.keys, key)), g - 1) // LEAF
+    seed = 1 if tree.leaves == 1 else (tree.leaves + at) // 2
+    first = 0 if tree.leaves == 1 else 2 * seed - tree.leaves
+    for leaf in range(first, min(first + 2, tree.leaves)):
+        if leaf * LEAF < g:
+            scan(leaf)
+    is_seed = lambda v: (v if tree.leaves == 1 else v // 2) == seed
+    stack = []
+    at = 1 if room(1) > 0 else 0
+    while True:
+        while at == 0 and stack:
+            v = stack.pop()
+            if room(v) > 0:
+                at = v
+        if at == 0:
+            break
+        if at < tree.leaves:
+            left, right = room(2 * at), room(2 * at + 1)
+            lf = left >= right
+            if left > 0 and right > 0:
+                stack.append(2 * at + 1 if lf else 2 * at)
+            at = 0 if left == 0 and right == 0 else (2 * at if lf else 2 * at + 1)
+            continue
+        if not is_seed(at):
+            scan(at - tree.leaves)
+        at = 0
+    return counts
+
+
+def warp_walk(tree, Q, k):
+    """A warp's shared walk (tree_search_one without the switch to the walk alone): Q, 32 observations;
+    returns (steps, leaves the warp enters, leaves scanned summed over its threads)."""
+    n = len(Q)
+    fQ = Q.astype(np.float32)
+    best = np.full((n, k), 4.0 + 1e-9)
+    counts = [0, 0, 0]
+
+    def scan(leaf, who):
+        e = tree.padded[leaf * LEAF:(leaf + 1) * LEAF]
+        ok = ~np.isnan(e[:, 0])
+        c2 = ((Q[who][:, None, :] - e[None, ok, :]) ** 2).sum(-1)
+        merged = np.sort(np.concatenate([best[who], c2], 1), 1)[:, :k]
+        best[who] = merged
+
+    def room(v):
+        w = best[:, -1]
+        up = np.array([upper_of(x) for x in w], np.float32)
+        lo = np.array([lower_of(x) for x in w], np.float32)
+        d = np.maximum(np.maximum(tree.flow[v] - fQ, fQ - tree.fhigh[v]), np.float32(0))
+        with np.errstate(over="ignore"):
+            bound = (d * d).sum(1, dtype=np.float32)
+        r = np.zeros(n)
+        sure = bound < lo
+        r[sure] = (up - bound)[sure] + 1.0
+        mid = (bound <= up) & ~sure
+        if mid.any():
+            counts[2] += int(mid.sum())
+            ww = w[mid]
+            reach = np.sqrt(ww) * (1 + 2 ** -50) + np.where(np.sqrt(ww) < 2 ** -46, 2 ** -48, 2 ** -50)
+            limit = reach + tree.cr[v]
+            along = limit * limit * (1 + 2 ** -50) - seg_d2(Q[mid], tree.ca[v], tree.cb[v])
+            dd = np.maximum(np.maximum(tree.low[v] - Q[mid], Q[mid] - tree.high[v]), 0)
+            rr = np.minimum(ww - (dd * dd).sum(1) * (1 - 2 ** -49), along)
+            r[mid] = np.where((along >= 0) & (rr >= 0), rr, 0.0)
+        return r
+
+    g = len(tree.points)
+    kq = keys(Q, tree.kind, 21)
+    seeds = []
+    for t in range(n):
+        at = min(int(np.searchsorted(tree.keys, kq[t])), g - 1) // LEAF
+        seed = 1 if tree.leaves == 1 else (tree.leaves + at) // 2
+        first = 0 if tree.leaves == 1 else 2 * seed - tree.leaves
+        for leaf in range(first, min(first + 2, tree.leaves)):
+            if leaf * LEAF < g:
+                scan(leaf, np.array([t]))
+        seeds.append(seed)
+    seeds = np.array(seeds)
+    stack = []
+    mine = room(1)
+    node = 1 if (mine > 0).any() else 0
+    steps = 0
+    entered = 0
+    while node != 0:
+        steps += 1
+        if node < tree.leaves:
+            ml, mr = room(2 * node), room(2 * node + 1)
+            left, right = ml.max(), mr.max()
+            if left > 0 or right > 0:
+                lf = left >= right
+                if left > 0 and right > 0:
+                    stack.append(2 * node + 1 if lf else 2 * node)
+                node = 2 * node if lf else 2 * node + 1
+                mine = ml if lf else mr
+                continue
+        else:
+            entered += 1
+            parent = node if tree.leaves == 1 else node // 2
+            who = np.nonzero((mine > 0) & (seeds != parent))[0]
+            counts[1] += len(who)
+            if len(who):
+                scan(node - tree.leaves, who)
+        node = 0
+        while stack:
+            pending = stack.pop()
+            mine = room(pending)
+            if (mine > 0).any():
+                node = pending
+                break
+    return steps, entered, counts[1], counts[2]
+
+
+def make(cls, m, rng):
+    if cls == "uniform":
+        z = rng.uniform(-1, 1, m)
+        return unit(np.degrees(np.arcsin(z)).astype(np.float32), rng.uniform(-180, 180, m).astype(np.float32))
+    if cls == "pole_circle":
+        lat = np.full(m, np.float32(90 - 1e-7 * 180 / np.pi))
+        return unit(lat, rng.uniform(-180, 180, m).astype(np.float32))
+    if cls == "cell_3m":
+        # distinct points within 3 m (4.7e-7 rad) of a point
+        r = 3.0 / 6371008.8 * np.sqrt(rng.uniform(0, 1, m))
+        a = rng.uniform(0, 2 * np.pi, m)
+        lat0, lon0 = 37.0, -122.0
+        return unit(lat0 + np.degrees(r * np.sin(a)), lon0 + np.degrees(r * np.cos(a)) / np.cos(np.radians(lat0)))
+    if cls == "one_meridian":
+        return unit(rng.uniform(-90, 90, m).astype(np.float32), np.zeros(m, np.float32))
+    raise SystemExit("unknown class " + cls)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--classes", default="uniform,pole_circle,cell_3m")
+    ap.add_argument("--m", type=int, default=1 << 14)
+    ap.add_argument("--sample", type=int, default=200)
+    ap.add_argument("--k", type=int, default=1)
+    ap.add_argument("--keys", default="morton,hilbert")
+    ap.add_argument("--warps", type=int, default=0, help="also simulate this many warps' shared walks")
+    ap.add_argument("--n", type=int, default=1 << 20, help="observations the warps are drawn from")
+    ap.add_argument("--observation-keys", default="", help="order the warps' observations by this key instead of the tree's")
+    args = ap.parse_args()
+    for cls in args.classes.split(","):
+        rng = np.random.default_rng(7)
+        R = make(cls, args.m, rng)
+        z = rng.uniform(-1, 1, args.sample)
+        obs = unit(np.degrees(np.arcsin(z)).astype(np.float32), rng.uniform(-180, 180, args.sample).astype(np.float32))
+        for kind in args.keys.split(","):
+            tree = Tree(R, kind)
+            c = np.array([walk(tree, q, args.k) for q in obs])
+            print(f"{cls:12s} m={args.m} k={args.k} {kind:8s} boxes mean {c[:, 0].mean():7.1f} p90 {np.percentile(c[:, 0], 90):7.1f}"
+                  f"  float64 {c[:, 1].mean():7.1f}  leaves mean {c[:, 2].mean():6.1f} p90 {np.percentile(c[:, 2], 90):6.1f}", flush=True)
+            if args.warps:
+                wr = np.random.default_rng(11)
+                z = wr.uniform(-1, 1, args.n)
+                O = unit(np.degrees(np.arcsin(z)).astype(np.float32), wr.uniform(-180, 180, args.n).astype(np.float32))
+                O = O[np.argsort(keys(O.astype(np.float32).astype(np.float64), args.observation_keys or kind, 10), kind="stable")]
+                picks = wr.choice(args.n // 32, args.warps, replace=False)
+                w = np.array([warp_walk(tree, O[p * 32:(p + 1) * 32], args.k) for p in picks])
+                print(f"{'':12s} warps of n={args.n} ({args.observation_keys or kind} order): steps mean {w[:, 0].mean():7.1f} p90 {np.percentile(w[:, 0], 90):7.1f}"
+                      f"  leaves entered {w[:, 1].mean():6.1f}  scans/thread {w[:, 2].mean() / 32:5.2f}  float64 tests/thread {w[:, 3].mean() / 32:6.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
