@@ -14,22 +14,11 @@ how far that leaf lies from the leaf of the nearest reference and the leaves a w
 """
 import sys
 import numpy as np
+from tree_walk_sim import spread, unit  # the same unit vectors and Morton bit spreading
 rng=np.random.default_rng(1)
 M=1<<20; N=1<<20
 lat_r=np.float32(90-1e-7*180/np.pi); lon_r=rng.uniform(-180,180,M).astype(np.float32)
-def unit(lat,lon):
-    lat=np.radians(lat.astype(np.float64)); lon=np.radians(lon.astype(np.float64))
-    return np.stack([np.cos(lat)*np.cos(lon),np.cos(lat)*np.sin(lon),np.sin(lat)],1)
 R=unit(np.full(M,lat_r),lon_r)
-# 42-bit per axis cells -> sort by (x,y,z) Morton: use python ints for key (slow but ok for 1M?) -> approximate with 3x42 interleave via object... do it cheaper:
-def spread(v):  # v uint64 < 2^21
-    v=v&np.uint64(0x1fffff)
-    v=(v|v<<np.uint64(32))&np.uint64(0x1f00000000ffff)
-    v=(v|v<<np.uint64(16))&np.uint64(0x1f0000ff0000ff)
-    v=(v|v<<np.uint64(8))&np.uint64(0x100f00f00f00f00f)
-    v=(v|v<<np.uint64(4))&np.uint64(0x10c30c30c30c30c3)
-    v=(v|v<<np.uint64(2))&np.uint64(0x1249249249249249)
-    return v
 cells=np.floor((R+1)*0.5*2.0**42).astype(np.uint64)
 hi=[c>>np.uint64(21) for c in cells.T]; lo=[c&np.uint64((1<<21)-1) for c in cells.T]
 H=(spread(hi[0])<<np.uint64(2))|(spread(hi[1])<<np.uint64(1))|spread(hi[2])
