@@ -23,9 +23,10 @@ inline constexpr int tree_search_threads = 128;
 /// Blocks of tree_search an SM should hold for lists of K entries, which caps its registers: for K = 1,
 /// 8 (64 registers, against the compiler's 74: 32 warps an SM instead of 28), for K = 16, 5 (96 against
 /// 122), each 2–10 % faster on uniform and hostile inputs on an H200 although a few registers spill
-/// (6 and 8 for K = 16: 12 % and 33 % slower on uniform inputs); for K = 32, 3 (at most 170 registers): uniform
-/// 2^20 × 2^20 4 % faster, the pole circle 13 %, cell_3m_distinct 17 %, antimeridian 6 % slower (with the
-/// final code, cell_3m 12 % slower; 4 blocks: uniform 3 % slower). Other list sizes keep the compiler's choice.
+/// (6 and 8 for K = 16: 12 % and 33 % slower on uniform inputs); for K = 32, 3 (at most 170 registers):
+/// uniform 2^20 × 2^20 4 %, the pole circle 13 % and cell_3m_distinct 17 % faster, antimeridian 6 % slower
+/// (with the final code cell_3m 12 % slower; 4 blocks: uniform 3 % slower). Other list sizes keep the
+/// compiler's choice.
 [[nodiscard]] constexpr int tree_search_min_blocks(int k) { return k == 1 ? 8 : (k == 16 ? 5 : (k == 32 ? 3 : 1)); }
 /// Deepest stack a search needs: one entry per level of a tree of up to 2^31 leaves.
 inline constexpr int tree_stack_depth = 32;
