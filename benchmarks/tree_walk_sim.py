@@ -168,54 +168,66 @@ def lower_of(worst):
     return np.float32(chord * chord * (1 - 4 * U24)) if chord > 0 else np.float32(0)
 
 
+class Threads:
+    """The search's state for observations Q (one per thread): their lists of the k smallest squared
+    chords, the seed each scanned, and counts of box tests, float64 box tests and leaf scans (the
+    seeds' apart)."""
+
+    def __init__(self, tree, Q, k):
+        self.tree, self.Q, self.fQ, self.k = tree, Q, Q.astype(np.float32), k
+        self.best = np.full((len(Q), k), 4.0 + 1e-9)  # an unfilled slot: beyond any chord
+        self.boxes = self.float64 = self.scans = 0
+        g = len(tree.points)
+        at = np.minimum(np.searchsorted(tree.keys, keys(Q, tree.kind, 21)), g - 1) // LEAF
+        self.seeds = np.ones(len(Q), np.int64) if tree.leaves == 1 else (tree.leaves + at) // 2
+        for t, seed in enumerate(self.seeds):
+            first = 0 if tree.leaves == 1 else 2 * seed - tree.leaves
+            for leaf in range(first, min(first + 2, tree.leaves)):
+                if leaf * LEAF < g:
+                    self.scan(leaf, np.array([t]))
+        self.seed_scans, self.scans = self.scans, 0
+
+    def is_seed(self, leaf_node):
+        """Per thread: whether this leaf's node was scanned as its seed."""
+        return (leaf_node if self.tree.leaves == 1 else leaf_node // 2) == self.seeds
+
+    def scan(self, leaf, who):
+        self.scans += len(who)
+        e = self.tree.padded[leaf * LEAF:(leaf + 1) * LEAF]
+        e = e[~np.isnan(e[:, 0])]
+        c2 = ((self.Q[who][:, None, :] - e[None, :, :]) ** 2).sum(-1)
+        self.best[who] = np.sort(np.concatenate([self.best[who], c2], 1), 1)[:, :self.k]
+
+    def room(self, v):
+        """Each thread's room in node v (0: none), as box_room computes it."""
+        tree, Q, fQ = self.tree, self.Q, self.fQ
+        self.boxes += 1
+        w = self.best[:, -1]
+        up = np.array([upper_of(x) for x in w], np.float32)
+        lo = np.array([lower_of(x) for x in w], np.float32)
+        d = np.maximum(np.maximum(tree.flow[v] - fQ, fQ - tree.fhigh[v]), np.float32(0))
+        with np.errstate(over="ignore"):  # an empty box: +inf
+            bound = (d * d).sum(1, dtype=np.float32)
+        r = np.zeros(len(Q))
+        sure = bound < lo
+        r[sure] = (up - bound)[sure] + 1.0
+        mid = (bound <= up) & ~sure
+        if mid.any():
+            self.float64 += int(mid.sum())
+            ww = w[mid]
+            reach = np.sqrt(ww) * (1 + 2 ** -50) + np.where(np.sqrt(ww) < 2 ** -46, 2 ** -48, 2 ** -50)
+            limit = reach + tree.cr[v]
+            along = limit * limit * (1 + 2 ** -50) - seg_d2(Q[mid], tree.ca[v], tree.cb[v])
+            dd = np.maximum(np.maximum(tree.low[v] - Q[mid], Q[mid] - tree.high[v]), 0)
+            rr = np.minimum(ww - (dd * dd).sum(1) * (1 - 2 ** -49), along)
+            r[mid] = np.where((along >= 0) & (rr >= 0), rr, 0.0)
+        return r
+
+
 def walk(tree, q, k):
     """One thread alone: seed leaves, then the walk; returns (box tests, float64 tests, leaves scanned)."""
-    counts = [0, 0, 0]
-    fq = q.astype(np.float32)
-    best = []  # k smallest chord2
-
-    def scan(leaf):
-        counts[2] += 1
-        e = tree.padded[leaf * LEAF:(leaf + 1) * LEAF]
-        c2 = ((e - q) ** 2).sum(1)
-        c2 = c2[~np.isnan(c2)]
-        best.extend(c2.tolist())
-        best.sort()
-        del best[k:]
-
-    def worst():
-        return best[-1] if len(best) == k else 4.0 + 1e-9
-
-    def room(v):
-        counts[0] += 1
-        w = worst()
-        d = np.maximum(np.maximum(tree.flow[v] - fq, fq - tree.fhigh[v]), np.float32(0))
-        with np.errstate(over="ignore"):  # an empty box: +inf
-            bound = np.float32((d * d).sum(dtype=np.float32))
-        up = upper_of(w)
-        if not bound <= up:
-            return 0.0
-        if bound < lower_of(w):
-            return float(up - bound) + 1.0
-        counts[1] += 1
-        reach = np.sqrt(w) * (1 + 2 ** -50) + (2 ** -48 if np.sqrt(w) < 2 ** -46 else 2 ** -50)
-        limit = reach + tree.cr[v]
-        along = limit * limit * (1 + 2 ** -50) - seg_d2(q, tree.ca[v], tree.cb[v])
-        if not along >= 0:
-            return 0.0
-        dd = np.maximum(np.maximum(tree.low[v] - q, q - tree.high[v]), 0)
-        r = min(w - (dd * dd).sum() * (1 - 2 ** -49), along)
-        return r if r >= 0 else 0.0
-
-    g = len(tree.points)
-    key = keys(q[None, :], tree.kind, 21)[0]
-    at = min(int(np.searchsorted(tree.keys, key)), g - 1) // LEAF
-    seed = 1 if tree.leaves == 1 else (tree.leaves + at) // 2
-    first = 0 if tree.leaves == 1 else 2 * seed - tree.leaves
-    for leaf in range(first, min(first + 2, tree.leaves)):
-        if leaf * LEAF < g:
-            scan(leaf)
-    is_seed = lambda v: (v if tree.leaves == 1 else v // 2) == seed
+    th = Threads(tree, q[None, :], k)
+    room = lambda v: th.room(v)[0]
     stack = []
     at = 1 if room(1) > 0 else 0
     while True:
@@ -232,70 +244,25 @@ def walk(tree, q, k):
                 stack.append(2 * at + 1 if lf else 2 * at)
             at = 0 if left == 0 and right == 0 else (2 * at if lf else 2 * at + 1)
             continue
-        if not is_seed(at):
-            scan(at - tree.leaves)
+        if not th.is_seed(at)[0]:
+            th.scan(at - tree.leaves, np.array([0]))
         at = 0
-    return counts
+    return th.boxes, th.float64, th.seed_scans + th.scans
 
 
 def warp_walk(tree, Q, k):
     """A warp's shared walk (tree_search_one without the switch to the walk alone): Q, 32 observations;
-    returns (steps, leaves the warp enters, leaves scanned summed over its threads)."""
-    n = len(Q)
-    fQ = Q.astype(np.float32)
-    best = np.full((n, k), 4.0 + 1e-9)
-    counts = [0, 0, 0]
-
-    def scan(leaf, who):
-        e = tree.padded[leaf * LEAF:(leaf + 1) * LEAF]
-        ok = ~np.isnan(e[:, 0])
-        c2 = ((Q[who][:, None, :] - e[None, ok, :]) ** 2).sum(-1)
-        merged = np.sort(np.concatenate([best[who], c2], 1), 1)[:, :k]
-        best[who] = merged
-
-    def room(v):
-        w = best[:, -1]
-        up = np.array([upper_of(x) for x in w], np.float32)
-        lo = np.array([lower_of(x) for x in w], np.float32)
-        d = np.maximum(np.maximum(tree.flow[v] - fQ, fQ - tree.fhigh[v]), np.float32(0))
-        with np.errstate(over="ignore"):
-            bound = (d * d).sum(1, dtype=np.float32)
-        r = np.zeros(n)
-        sure = bound < lo
-        r[sure] = (up - bound)[sure] + 1.0
-        mid = (bound <= up) & ~sure
-        if mid.any():
-            counts[2] += int(mid.sum())
-            ww = w[mid]
-            reach = np.sqrt(ww) * (1 + 2 ** -50) + np.where(np.sqrt(ww) < 2 ** -46, 2 ** -48, 2 ** -50)
-            limit = reach + tree.cr[v]
-            along = limit * limit * (1 + 2 ** -50) - seg_d2(Q[mid], tree.ca[v], tree.cb[v])
-            dd = np.maximum(np.maximum(tree.low[v] - Q[mid], Q[mid] - tree.high[v]), 0)
-            rr = np.minimum(ww - (dd * dd).sum(1) * (1 - 2 ** -49), along)
-            r[mid] = np.where((along >= 0) & (rr >= 0), rr, 0.0)
-        return r
-
-    g = len(tree.points)
-    kq = keys(Q, tree.kind, 21)
-    seeds = []
-    for t in range(n):
-        at = min(int(np.searchsorted(tree.keys, kq[t])), g - 1) // LEAF
-        seed = 1 if tree.leaves == 1 else (tree.leaves + at) // 2
-        first = 0 if tree.leaves == 1 else 2 * seed - tree.leaves
-        for leaf in range(first, min(first + 2, tree.leaves)):
-            if leaf * LEAF < g:
-                scan(leaf, np.array([t]))
-        seeds.append(seed)
-    seeds = np.array(seeds)
+    returns (steps, leaves the warp enters, leaves scanned and float64 tests summed over its threads)."""
+    th = Threads(tree, Q, k)
     stack = []
-    mine = room(1)
+    mine = th.room(1)
     node = 1 if (mine > 0).any() else 0
     steps = 0
     entered = 0
     while node != 0:
         steps += 1
         if node < tree.leaves:
-            ml, mr = room(2 * node), room(2 * node + 1)
+            ml, mr = th.room(2 * node), th.room(2 * node + 1)
             left, right = ml.max(), mr.max()
             if left > 0 or right > 0:
                 lf = left >= right
@@ -306,19 +273,17 @@ def warp_walk(tree, Q, k):
                 continue
         else:
             entered += 1
-            parent = node if tree.leaves == 1 else node // 2
-            who = np.nonzero((mine > 0) & (seeds != parent))[0]
-            counts[1] += len(who)
+            who = np.nonzero((mine > 0) & ~th.is_seed(node))[0]
             if len(who):
-                scan(node - tree.leaves, who)
+                th.scan(node - tree.leaves, who)
         node = 0
         while stack:
             pending = stack.pop()
-            mine = room(pending)
+            mine = th.room(pending)
             if (mine > 0).any():
                 node = pending
                 break
-    return steps, entered, counts[1], counts[2]
+    return steps, entered, th.scans, th.float64
 
 
 def make(cls, m, rng):
