@@ -9,10 +9,12 @@ For a sample of observations, one thread's walk alone from the root after its se
 rules: the float box test, then the float64 box and capsule tests between the float bounds, the child
 with more room first): the boxes it tests, the float64 tests and the leaves it scans. With --warps W,
 also W warps' shared walks (without the switch to the walk alone) over N uniform observations sorted by
-a 30-bit key (the tree's, or --observation-keys): steps, leaves entered, scans and float64 tests per thread.
+a 30-bit key (the tree's, or --observation-keys), or with --observation-keys cell in the order the walk of a
+cell-list query takes them (by the cube-map cell of the grid cell_plan picks for M, in random order within a
+cell): steps, leaves entered, scans and float64 tests per thread.
 
 usage: tree_walk_sim.py [--classes a,b] [--m M] [--sample S] [--k K] [--keys morton,hilbert]
-                        [--warps W] [--n N] [--observation-keys morton|hilbert]
+                        [--warps W] [--n N] [--observation-keys morton|hilbert|cell]
 classes: uniform, pole_circle (1e-7 rad, float32 degrees), cell_3m (distinct points within 3 m),
 one_meridian.
 
@@ -83,6 +85,26 @@ def keys(P, kind, bits):
     hi = (spread(c[0] >> s) << np.uint64(2)) | (spread(c[1] >> s) << np.uint64(1)) | spread(c[2] >> s)
     lo = (spread(c[0] & m) << np.uint64(2)) | (spread(c[1] & m) << np.uint64(1)) | spread(c[2] & m)
     return hi, lo
+
+
+def cube_cells(P, m):
+    """Each point's cube-map cell (tree_cells.cuh's cube_grid) on the grid cell_plan picks for m references."""
+    grid, wanted = 1, np.sqrt(m / 3.0)
+    while grid < 1024 and 2 * grid <= wanted * np.sqrt(2.0):
+        grid *= 2
+    a = np.abs(P)
+    axis = np.where((a[:, 0] >= a[:, 1]) & (a[:, 0] >= a[:, 2]), 0, np.where(a[:, 1] >= a[:, 2], 1, 2))
+    major = P[np.arange(len(P)), axis]
+    u = np.where(axis == 0, P[:, 1], P[:, 0]) / np.abs(major)
+    v = np.where(axis == 2, P[:, 1], P[:, 2]) / np.abs(major)
+    along = lambda x: np.clip(np.floor((x + 1) * 0.5 * grid), 0, grid - 1).astype(np.uint64)
+
+    def spread_2d(x):
+        for shift, mask in ((8, 0x00ff00ff), (4, 0x0f0f0f0f), (2, 0x33333333), (1, 0x55555555)):
+            x = (x | (x << np.uint64(shift))) & np.uint64(mask)
+        return x
+    face = (2 * axis + (major < 0)).astype(np.uint64)
+    return face * np.uint64(grid * grid) + (spread_2d(along(u)) << np.uint64(1) | spread_2d(along(v)))
 
 
 def seg_d2(P, a, b):
@@ -329,7 +351,11 @@ def main():
                 wr = np.random.default_rng(11)
                 z = wr.uniform(-1, 1, args.n)
                 O = unit(np.degrees(np.arcsin(z)).astype(np.float32), wr.uniform(-180, 180, args.n).astype(np.float32))
-                O = O[np.argsort(keys(O.astype(np.float32).astype(np.float64), args.observation_keys or kind, 10), kind="stable")]
+                order_key = args.observation_keys or kind
+                if order_key == "cell":  # O is in random order: a stable sort keeps it so within a cell
+                    O = O[np.argsort(cube_cells(O, args.m), kind="stable")]
+                else:
+                    O = O[np.argsort(keys(O.astype(np.float32).astype(np.float64), order_key, 10), kind="stable")]
                 picks = wr.choice(args.n // 32, args.warps, replace=False)
                 w = np.array([warp_walk(tree, O[p * 32:(p + 1) * 32], args.k) for p in picks])
                 print(f"{'':12s} warps of n={args.n} ({args.observation_keys or kind} order): steps mean {w[:, 0].mean():7.1f} p90 {np.percentile(w[:, 0], 90):7.1f}"
