@@ -75,7 +75,8 @@ def longitude_cells(longitude):
     return _cells(longitude, PI, 2 * PI)
 
 
-def _spread(v):
+def spread_bits_2d(v):
+    """Spreads the low 32 bits of each value to every other bit (the even places of a 64-bit key)."""
     x = np.asarray(v, np.uint64)
     for shift, mask in ((16, 0x0000FFFF0000FFFF), (8, 0x00FF00FF00FF00FF), (4, 0x0F0F0F0F0F0F0F0F), (2, 0x3333333333333333),
                         (1, 0x5555555555555555)):
@@ -84,7 +85,7 @@ def _spread(v):
 
 
 def cell_keys(latitude_cell, longitude_cell):
-    return (_spread(latitude_cell) << np.uint64(1)) | _spread(longitude_cell)
+    return (spread_bits_2d(latitude_cell) << np.uint64(1)) | spread_bits_2d(longitude_cell)
 
 
 def valid_points(latitude, longitude):

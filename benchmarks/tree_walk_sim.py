@@ -25,6 +25,8 @@ twelfth session), since list insertions, not box tests, take most of a k = 16 se
 import argparse
 import numpy as np
 
+from distributed_model import spread_bits_2d  # the cube map's 2-D Morton interleave
+
 LEAF = 16
 U24 = 2.0 ** -24
 
@@ -98,13 +100,8 @@ def cube_cells(P, m):
     u = np.where(axis == 0, P[:, 1], P[:, 0]) / np.abs(major)
     v = np.where(axis == 2, P[:, 1], P[:, 2]) / np.abs(major)
     along = lambda x: np.clip(np.floor((x + 1) * 0.5 * grid), 0, grid - 1).astype(np.uint64)
-
-    def spread_2d(x):
-        for shift, mask in ((8, 0x00ff00ff), (4, 0x0f0f0f0f), (2, 0x33333333), (1, 0x55555555)):
-            x = (x | (x << np.uint64(shift))) & np.uint64(mask)
-        return x
     face = (2 * axis + (major < 0)).astype(np.uint64)
-    return face * np.uint64(grid * grid) + (spread_2d(along(u)) << np.uint64(1) | spread_2d(along(v)))
+    return face * np.uint64(grid * grid) + (spread_bits_2d(along(u)) << np.uint64(1) | spread_bits_2d(along(v)))
 
 
 def seg_d2(P, a, b):
