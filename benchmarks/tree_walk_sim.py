@@ -13,8 +13,13 @@ a 30-bit key (the tree's, or --observation-keys), or with --observation-keys cel
 cell-list query takes them (by the cube-map cell of the grid cell_plan picks for M, in random order within a
 cell): steps, leaves entered, scans and float64 tests per thread.
 
+With --peer-workload NAME (a workload of benchmarks/peers_harness.py, its observations and references), W warps of
+its observations in the tree's order: the box tests a lane makes in the warp's shared walk (every lane tests every box
+the warp visits) against those each of its threads would make walking alone.
+
 usage: tree_walk_sim.py [--classes a,b] [--m M] [--sample S] [--k K] [--keys morton,hilbert]
                         [--warps W] [--n N] [--observation-keys morton|hilbert|cell]
+       tree_walk_sim.py --peer-workload gps_1M_places_k1|clustered_2^22x2^20_k1|... --warps W
 classes: uniform, pole_circle (1e-7 rad, float32 degrees), cell_3m (distinct points within 3 m),
 one_meridian.
 
@@ -271,7 +276,8 @@ def walk(tree, q, k):
 
 def warp_walk(tree, Q, k):
     """A warp's shared walk (tree_search_one without the switch to the walk alone): Q, 32 observations;
-    returns (steps, leaves the warp enters, leaves scanned and float64 tests summed over its threads)."""
+    returns (steps, leaves the warp enters, leaves scanned and float64 tests summed over its threads, box tests a lane
+    makes)."""
     th = Threads(tree, Q, k)
     stack = []
     mine = th.room(1)
@@ -302,7 +308,14 @@ def warp_walk(tree, Q, k):
             if (mine > 0).any():
                 node = pending
                 break
-    return steps, entered, th.scans, th.float64
+    return steps, entered, th.scans, th.float64, th.boxes
+
+
+def union_cost(tree, Q, k):
+    """A warp's shared walk over Q against its threads alone: (box tests a lane makes in the shared walk, mean box
+    tests of a thread alone)."""
+    lane = warp_walk(tree, Q, k)[4]
+    return lane, float(np.mean([walk(tree, q, k)[0] for q in Q]))
 
 
 def make(cls, m, rng):
@@ -333,7 +346,22 @@ def main():
     ap.add_argument("--warps", type=int, default=0, help="also simulate this many warps' shared walks")
     ap.add_argument("--n", type=int, default=1 << 20, help="observations the warps are drawn from")
     ap.add_argument("--observation-keys", default="", help="order the warps' observations by this key instead of the tree's")
+    ap.add_argument("--peer-workload", default="", help="a benchmarks/peers_harness.py workload instead of --classes")
     args = ap.parse_args()
+    if args.peer_workload:
+        import peers_harness
+        from pathlib import Path
+        spec = peers_harness.NEAREST_DATA[args.peer_workload]
+        places = peers_harness.read_places(str(Path(__file__).resolve().parents[1] / "examples/data/cities1000.csv"))
+        data = peers_harness.make_data(spec, places, False)
+        tree = Tree(unit(data.ref_lat, data.ref_lon), "morton")
+        O = unit(data.obs_lat, data.obs_lon)
+        O = O[np.argsort(keys(O.astype(np.float32).astype(np.float64), "morton", 10), kind="stable")]
+        picks = np.random.default_rng(3).choice(len(O) // 32, args.warps or 40, replace=False)
+        c = np.array([union_cost(tree, O[p * 32:(p + 1) * 32], spec.k) for p in picks])
+        print(f"{args.peer_workload}: {len(picks)} warps; box tests a lane in the shared walk: mean {c[:, 0].mean():.0f}, p90 "
+              f"{np.percentile(c[:, 0], 90):.0f}; a thread alone: mean {c[:, 1].mean():.0f}; ratio {c[:, 0].mean() / c[:, 1].mean():.2f}")
+        return
     for cls in args.classes.split(","):
         rng = np.random.default_rng(7)
         R = make(cls, args.m, rng)
