@@ -20,6 +20,14 @@ the warp visits) against those each of its threads would make walking alone.
 usage: tree_walk_sim.py [--classes a,b] [--m M] [--sample S] [--k K] [--keys morton,hilbert]
                         [--warps W] [--n N] [--observation-keys morton|hilbert|cell]
        tree_walk_sim.py --peer-workload gps_1M_places_k1|clustered_2^22x2^20_k1|... --warps W
+       tree_walk_sim.py --peer-workload NAME --compare-trees [--sample S]
+
+--compare-trees counts, for S of the workload's observations, the boxes and points a nearest-point query (k = 1, the
+nearer child first, exact float64 boxes, no float filter) tests in three trees with leaves of at most 16 points: the
+library's (an implicit binary tree over the points in Morton order, split by count), the same with the library's seed
+(the two leaves around the observation's key, scanned first), a radix tree that splits each Morton-ordered range at the
+highest bit in which its first and last primary keys differ (Karras), and a BVH split at the spatial median of each
+node's longest axis (cuBQL's gpuBuilder's rule).
 classes: uniform, pole_circle (1e-7 rad, float32 degrees), cell_3m (distinct points within 3 m),
 one_meridian.
 
@@ -318,6 +326,126 @@ def union_cost(tree, Q, k):
     return lane, float(np.mean([walk(tree, q, k)[0] for q in Q]))
 
 
+class ExplicitTree:
+    """A binary tree over R with explicit children, leaves of at most LEAF points: split="radix" cuts a Morton-ordered
+    range where the highest bit in which its first and last primary keys differ turns to 1 (in half where they are
+    equal), split="median" cuts at the middle of the node's box along its longest axis (in half by position when one side
+    would be empty)."""
+
+    def __init__(self, R, split):
+        high, low = keys(R, "morton", 42)
+        self.R = R[np.lexsort((low, high))] if split == "radix" else R
+        self.key = np.sort(high) if split == "radix" else None
+        self.low, self.high, self.kids, self.range, self.split = [], [], [], [], split
+        self.order = np.arange(len(R))
+        stack = [(0, len(R), None, 0)]
+        while stack:  # iterative, children after their parent: (first, last, parent, side)
+            i, j, parent, side = stack.pop()
+            node = len(self.low)
+            if parent is not None:
+                self.kids[parent][side] = node
+            P = self.R[self.order[i:j]] if split == "median" else self.R[i:j]
+            self.low.append(P.min(0))
+            self.high.append(P.max(0))
+            self.kids.append([-1, -1])
+            self.range.append((i, j))
+            if j - i <= LEAF:
+                continue
+            cut = self.cut(i, j, P)
+            stack += [(cut, j, node, 1), (i, cut, node, 0)]
+        self.low, self.high = np.array(self.low), np.array(self.high)
+
+    def cut(self, i, j, P):
+        if self.split == "radix":
+            a, b = int(self.key[i]), int(self.key[j - 1])
+            if a == b:
+                return (i + j) // 2
+            bit = np.uint64((a ^ b).bit_length() - 1)
+            return i + int(np.searchsorted((self.key[i:j] >> bit) & np.uint64(1), 1))
+        axis = np.argmax(P.max(0) - P.min(0))
+        middle = 0.5 * (P[:, axis].min() + P[:, axis].max())
+        left = P[:, axis] < middle
+        if left.all() or not left.any():
+            left = np.zeros(j - i, bool)
+            left[np.argsort(P[:, axis], kind="stable")[:(j - i) // 2]] = True
+        self.order[i:j] = np.concatenate([self.order[i:j][left], self.order[i:j][~left]])
+        return i + int(left.sum())
+
+    def children(self, node):
+        return None if self.kids[node][0] < 0 else self.kids[node]
+
+    def points(self, node):
+        i, j = self.range[node]
+        return self.R[self.order[i:j]] if self.split == "median" else self.R[i:j]
+
+
+class ImplicitTree:
+    """The library's tree (Tree) seen through ExplicitTree's interface."""
+
+    def __init__(self, tree):
+        self.tree, self.low, self.high = tree, tree.low, tree.high
+
+    def children(self, node):
+        return None if node >= self.tree.leaves else (2 * node, 2 * node + 1)
+
+    def points(self, node):
+        e = self.tree.padded[(node - self.tree.leaves) * LEAF:(node - self.tree.leaves + 1) * LEAF]
+        return e[~np.isnan(e[:, 0])]
+
+
+def nearest_cost(tree, root, q, best=np.inf):
+    """Boxes and points a nearest-point query of q tests from `root`, the nearer child first, with exact boxes."""
+    def distance(node):
+        d = np.maximum(np.maximum(tree.low[node] - q, q - tree.high[node]), 0.0)
+        return float((d * d).sum())
+    boxes = points = 0
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        while True:
+            kids = tree.children(node)
+            if kids is None:
+                e = tree.points(node)
+                points += len(e)
+                if len(e):
+                    best = min(best, float(((e - q) ** 2).sum(1).min()))
+                break
+            a, b = kids
+            da, db = distance(a), distance(b)
+            boxes += 2
+            if da > db:
+                a, b, da, db = b, a, db, da
+            if da > best:
+                break
+            if db <= best:
+                stack.append(b)
+            node = a
+        while stack and distance(stack[-1]) > best:  # popped boxes are tested again against the shrunk bound
+            stack.pop()
+            boxes += 1
+    return boxes, points
+
+
+def compare_trees(R, O, sample):
+    tree = Tree(R, "morton")
+    implicit = ImplicitTree(tree)
+    picks = O[np.random.default_rng(5).choice(len(O), min(sample, len(O)), replace=False)]
+    rows = [("library's tree (implicit, split by count)", [nearest_cost(implicit, 1, q) for q in picks])]
+    seeded = []
+    for q in picks:
+        th = Threads(tree, q[None, :], 1)  # the seed's two leaves
+        b, p = nearest_cost(implicit, 1, q, th.best[0, 0])
+        first = 0 if tree.leaves == 1 else 2 * th.seeds[0] - tree.leaves
+        seeded.append((b, p + sum(len(implicit.points(tree.leaves + l)) for l in range(first, min(first + 2, tree.leaves)))))
+    rows.append(("library's tree after its seed", seeded))
+    for split, label in (("radix", "radix tree (Morton prefixes)"), ("median", "spatial-median BVH")):
+        explicit = ExplicitTree(R, split)
+        rows.append((label, [nearest_cost(explicit, 0, q) for q in picks]))
+    for label, c in rows:
+        c = np.array(c)
+        print(f"  {label:44s} boxes tested {c[:, 0].mean():6.1f}   points tested {c[:, 1].mean():6.1f}")
+
+
 def make(cls, m, rng):
     if cls == "uniform":
         z = rng.uniform(-1, 1, m)
@@ -347,6 +475,7 @@ def main():
     ap.add_argument("--n", type=int, default=1 << 20, help="observations the warps are drawn from")
     ap.add_argument("--observation-keys", default="", help="order the warps' observations by this key instead of the tree's")
     ap.add_argument("--peer-workload", default="", help="a benchmarks/peers_harness.py workload instead of --classes")
+    ap.add_argument("--compare-trees", action="store_true", help="with --peer-workload: three trees' nearest-point costs")
     args = ap.parse_args()
     if args.peer_workload:
         import peers_harness
@@ -354,8 +483,12 @@ def main():
         spec = peers_harness.NEAREST_DATA[args.peer_workload]
         places = peers_harness.read_places(str(Path(__file__).resolve().parents[1] / "examples/data/cities1000.csv"))
         data = peers_harness.make_data(spec, places, False)
-        tree = Tree(unit(data.ref_lat, data.ref_lon), "morton")
-        O = unit(data.obs_lat, data.obs_lon)
+        R, O = unit(data.ref_lat, data.ref_lon), unit(data.obs_lat, data.obs_lon)
+        if args.compare_trees:
+            print(f"{args.peer_workload}: {min(args.sample, len(O))} observations, nearest point, leaves of at most {LEAF}:")
+            compare_trees(R, O, args.sample)
+            return
+        tree = Tree(R, "morton")
         O = O[np.argsort(keys(O.astype(np.float32).astype(np.float64), "morton", 10), kind="stable")]
         picks = np.random.default_rng(3).choice(len(O) // 32, args.warps or 40, replace=False)
         c = np.array([union_cost(tree, O[p * 32:(p + 1) * 32], spec.k) for p in picks])
