@@ -21,6 +21,7 @@ usage: tree_walk_sim.py [--classes a,b] [--m M] [--sample S] [--k K] [--keys mor
                         [--warps W] [--n N] [--observation-keys morton|hilbert|cell]
        tree_walk_sim.py --peer-workload gps_1M_places_k1|clustered_2^22x2^20_k1|... --warps W
        tree_walk_sim.py --peer-workload NAME --compare-trees [--sample S]
+       tree_walk_sim.py --classes a,b --m M --compare-trees [--sample S]     (uniform observations)
 
 --compare-trees counts, for S of the workload's observations, the boxes and points a nearest-point query (k = 1, the
 nearer child first, exact float64 boxes, no float filter) tests in three trees with leaves of at most 16 points: the
@@ -475,7 +476,7 @@ def main():
     ap.add_argument("--n", type=int, default=1 << 20, help="observations the warps are drawn from")
     ap.add_argument("--observation-keys", default="", help="order the warps' observations by this key instead of the tree's")
     ap.add_argument("--peer-workload", default="", help="a benchmarks/peers_harness.py workload instead of --classes")
-    ap.add_argument("--compare-trees", action="store_true", help="with --peer-workload: three trees' nearest-point costs")
+    ap.add_argument("--compare-trees", action="store_true", help="three trees' nearest-point costs")
     args = ap.parse_args()
     if args.peer_workload:
         import peers_harness
@@ -500,6 +501,10 @@ def main():
         R = make(cls, args.m, rng)
         z = rng.uniform(-1, 1, args.sample)
         obs = unit(np.degrees(np.arcsin(z)).astype(np.float32), rng.uniform(-180, 180, args.sample).astype(np.float32))
+        if args.compare_trees:
+            print(f"{cls} m={args.m}: {args.sample} uniform observations, nearest point, leaves of at most {LEAF}:")
+            compare_trees(R, obs, args.sample)
+            continue
         for kind in args.keys.split(","):
             tree = Tree(R, kind)
             c = np.array([walk(tree, q, args.k) for q in obs])
