@@ -394,8 +394,9 @@ class ImplicitTree:
         return e[~np.isnan(e[:, 0])]
 
 
-def nearest_cost(tree, root, q, best=np.inf):
-    """Boxes and points a nearest-point query of q tests from `root`, the nearer child first, with exact boxes."""
+def nearest_cost(tree, root, q, best=np.inf, scanned=()):
+    """Boxes and points a nearest-point query of q tests from `root`, the nearer child first, with exact boxes; leaves
+    in `scanned` (the seed's) are not scanned again."""
     def distance(node):
         d = np.maximum(np.maximum(tree.low[node] - q, q - tree.high[node]), 0.0)
         return float((d * d).sum())
@@ -406,7 +407,7 @@ def nearest_cost(tree, root, q, best=np.inf):
         while True:
             kids = tree.children(node)
             if kids is None:
-                e = tree.points(node)
+                e = tree.points(node) if node not in scanned else tree.points(node)[:0]
                 points += len(e)
                 if len(e):
                     best = min(best, float(((e - q) ** 2).sum(1).min()))
@@ -435,9 +436,10 @@ def compare_trees(R, O, sample):
     seeded = []
     for q in picks:
         th = Threads(tree, q[None, :], 1)  # the seed's two leaves
-        b, p = nearest_cost(implicit, 1, q, th.best[0, 0])
         first = 0 if tree.leaves == 1 else 2 * th.seeds[0] - tree.leaves
-        seeded.append((b, p + sum(len(implicit.points(tree.leaves + l)) for l in range(first, min(first + 2, tree.leaves)))))
+        seed = [tree.leaves + leaf for leaf in range(first, min(first + 2, tree.leaves))]
+        b, p = nearest_cost(implicit, 1, q, th.best[0, 0], seed)
+        seeded.append((b, p + sum(len(implicit.points(leaf)) for leaf in seed)))
     rows.append(("library's tree after its seed", seeded))
     for split, label in (("radix", "radix tree (Morton prefixes)"), ("median", "spatial-median BVH")):
         explicit = ExplicitTree(R, split)
