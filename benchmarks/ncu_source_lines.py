@@ -101,7 +101,8 @@ def main():
     for (file, line), count in by_line.most_common(args.top):
         source = text_of(file)
         text = source[line - 1].strip() if 0 < line <= len(source) else ""
-        print(f"| {Path(file).name}:{line} | {100 * count / total:.1f} % | `{text[:90]}` |")
+        text = text[:90].replace("|", "\\|")  # a Markdown table cell
+        print(f"| {Path(file).name}:{line} | {100 * count / total:.1f} % | `{text}` |")
 
 
 if __name__ == "__main__":
