@@ -24,11 +24,12 @@ usage: tree_walk_sim.py [--classes a,b] [--m M] [--sample S] [--k K] [--keys mor
        tree_walk_sim.py --classes a,b --m M --compare-trees [--sample S]     (uniform observations)
 
 --compare-trees counts, for S of the workload's observations, the boxes and points a nearest-point query (k = 1, the
-nearer child first, exact float64 boxes, no float filter) tests in three trees with leaves of at most 16 points: the
+nearer child first, exact float64 boxes, no float filter) tests in three kinds of tree with leaves of at most 16 points: the
 library's (an implicit binary tree over the points in Morton order, split by count), the same with the library's seed
 (the two leaves around the observation's key, scanned first), a radix tree that splits each Morton-ordered range at the
-highest bit in which its first and last primary keys differ (Karras), and a BVH split at the spatial median of each
-node's longest axis (cuBQL's gpuBuilder's rule).
+highest bit in which its first and last primary keys differ (Karras), from its root and after a seed (the leaf that
+holds the observation's key), and a BVH split at the spatial median of each node's longest axis (cuBQL's gpuBuilder's
+rule).
 classes: uniform, pole_circle (1e-7 rad, float32 degrees), cell_3m (distinct points within 3 m),
 one_meridian.
 
@@ -428,6 +429,20 @@ def nearest_cost(tree, root, q, best=np.inf, scanned=()):
     return boxes, points
 
 
+def seeded_cost(radix, q):
+    """nearest_cost in a radix ExplicitTree after scanning the leaf that holds the place of q's primary key."""
+    at = int(np.searchsorted(radix.key, keys(q[None, :], "morton", 21)[0]))  # 21-bit cells: the primary key
+    at = min(at, len(radix.R) - 1)
+    node = 0
+    while radix.children(node) is not None:  # down to the leaf whose range holds position `at`
+        left, right = radix.children(node)
+        node = left if at < radix.range[left][1] else right
+    e = radix.points(node)
+    best = float(((e - q) ** 2).sum(1).min())
+    boxes, points = nearest_cost(radix, 0, q, best, (node,))
+    return boxes, points + len(e)
+
+
 def compare_trees(R, O, sample):
     tree = Tree(R, "morton")
     implicit = ImplicitTree(tree)
@@ -444,6 +459,8 @@ def compare_trees(R, O, sample):
     for split, label in (("radix", "radix tree (Morton prefixes)"), ("median", "spatial-median BVH")):
         explicit = ExplicitTree(R, split)
         rows.append((label, [nearest_cost(explicit, 0, q) for q in picks]))
+        if split == "radix":
+            rows.append(("radix tree after a seed (the key's leaf)", [seeded_cost(explicit, q) for q in picks]))
     for label, c in rows:
         c = np.array(c)
         print(f"  {label:44s} boxes tested {c[:, 0].mean():6.1f}   points tested {c[:, 1].mean():6.1f}")
