@@ -55,12 +55,9 @@ def main(path, peer_query=None):
         group[1] += 1
         if counted:
             group[2] += number(keys[i], "smsp__inst_executed.sum")
-    if counted:
-        print("| phase | kernel | launches | µs | warp instructions (M) |")
-        print("|---|---|---|---|---|")
-    else:
-        print("| phase | kernel | launches | µs |")
-        print("|---|---|---|---|")
+    columns = ["phase", "kernel", "launches", "µs"] + (["warp instructions (M)"] if counted else [])
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
     for (phase, short), (micro, count, instructions) in groups.items():
         print(f"| {phase} | {short} | {count} | {micro:.1f} |" + (f" {instructions / 1e6:.1f} |" if counted else ""))
     total = sum(g[0] for g in groups.values())

@@ -90,6 +90,12 @@ def hilbert_transpose(X, bits):
     return [x ^ t for x in X]
 
 
+def in_key_order(O, kind):
+    """Observations O in the order of their 30-bit keys of `kind` (the tree's order for its searches), from their
+    float32 vectors as tree_observation_keys computes them."""
+    return O[np.argsort(keys(O.astype(np.float32).astype(np.float64), kind, 10), kind="stable")]
+
+
 def keys(P, kind, bits):
     """(high, low) words of the 3*bits-bit key (bits = 42: 63 + 63 bits), or one word for bits <= 21."""
     c = [cells(P[:, a], bits) for a in range(3)]
@@ -215,11 +221,15 @@ class Threads:
         at = np.minimum(np.searchsorted(tree.keys, keys(Q, tree.kind, 21)), g - 1) // LEAF
         self.seeds = np.ones(len(Q), np.int64) if tree.leaves == 1 else (tree.leaves + at) // 2
         for t, seed in enumerate(self.seeds):
-            first = 0 if tree.leaves == 1 else 2 * seed - tree.leaves
-            for leaf in range(first, min(first + 2, tree.leaves)):
+            for leaf in self.seed_leaves(seed):
                 if leaf * LEAF < g:
                     self.scan(leaf, np.array([t]))
         self.seed_scans, self.scans = self.scans, 0
+
+    def seed_leaves(self, seed):
+        """The leaves under seed node `seed` (tree_search_one's seed: the two around the observation's key)."""
+        first = 0 if self.tree.leaves == 1 else 2 * seed - self.tree.leaves
+        return range(first, min(first + 2, self.tree.leaves))
 
     def is_seed(self, leaf_node):
         """Per thread: whether this leaf's node was scanned as its seed."""
@@ -408,9 +418,9 @@ def nearest_cost(tree, root, q, best=np.inf, scanned=()):
         while True:
             kids = tree.children(node)
             if kids is None:
-                e = tree.points(node) if node not in scanned else tree.points(node)[:0]
-                points += len(e)
-                if len(e):
+                e = tree.points(node)
+                if node not in scanned and len(e):
+                    points += len(e)
                     best = min(best, float(((e - q) ** 2).sum(1).min()))
                 break
             a, b = kids
@@ -450,9 +460,8 @@ def compare_trees(R, O, sample):
     rows = [("library's tree (implicit, split by count)", [nearest_cost(implicit, 1, q) for q in picks])]
     seeded = []
     for q in picks:
-        th = Threads(tree, q[None, :], 1)  # the seed's two leaves
-        first = 0 if tree.leaves == 1 else 2 * th.seeds[0] - tree.leaves
-        seed = [tree.leaves + leaf for leaf in range(first, min(first + 2, tree.leaves))]
+        th = Threads(tree, q[None, :], 1)  # scans the seed's leaves
+        seed = [tree.leaves + leaf for leaf in th.seed_leaves(th.seeds[0])]
         b, p = nearest_cost(implicit, 1, q, th.best[0, 0], seed)
         seeded.append((b, p + sum(len(implicit.points(leaf)) for leaf in seed)))
     rows.append(("library's tree after its seed", seeded))
@@ -509,7 +518,7 @@ def main():
             compare_trees(R, O, args.sample)
             return
         tree = Tree(R, "morton")
-        O = O[np.argsort(keys(O.astype(np.float32).astype(np.float64), "morton", 10), kind="stable")]
+        O = in_key_order(O, "morton")
         picks = np.random.default_rng(3).choice(len(O) // 32, args.warps or 40, replace=False)
         c = np.array([union_cost(tree, O[p * 32:(p + 1) * 32], spec.k) for p in picks])
         print(f"{args.peer_workload}: {len(picks)} warps; box tests a lane in the shared walk: mean {c[:, 0].mean():.0f}, p90 "
@@ -537,7 +546,7 @@ def main():
                 if order_key == "cell":  # O is in random order: a stable sort keeps it so within a cell
                     O = O[np.argsort(cube_cells(O, args.m), kind="stable")]
                 else:
-                    O = O[np.argsort(keys(O.astype(np.float32).astype(np.float64), order_key, 10), kind="stable")]
+                    O = in_key_order(O, order_key)
                 picks = wr.choice(args.n // 32, args.warps, replace=False)
                 w = np.array([warp_walk(tree, O[p * 32:(p + 1) * 32], args.k) for p in picks])
                 print(f"{'':12s} warps of n={args.n} ({args.observation_keys or kind} order): steps mean {w[:, 0].mean():7.1f} p90 {np.percentile(w[:, 0], 90):7.1f}"
