@@ -297,6 +297,17 @@ inline void one_meridian(std::size_t n, std::size_t m, random_stream& rng, point
   for (std::size_t j = 0; j < m; ++j) { refs.add(rng.uniform(-90.0, 90.0), 0.0); }
 }
 
+/// References on the meridian of longitude 0 (one great circle, ~19 m apart at M = 2^20), observations uniform: seen
+/// from an observation, the references near its nearest one lie within the float32 filter's margin of it along an arc
+/// of some 1e-3 rad, hundreds of them.
+inline void refs_one_meridian(std::size_t n, std::size_t m, random_stream& rng, point_list& obs, point_list& refs)
+{
+  obs = uniform_points(n, rng);
+  refs = point_list{};
+  refs.reserve(m);
+  for (std::size_t j = 0; j < m; ++j) { refs.add(rng.uniform(-90.0, 90.0), 0.0); }
+}
+
 inline void antimeridian(std::size_t n, std::size_t m, random_stream& rng, point_list& obs, point_list& refs)
 {
   obs = point_list{};
@@ -435,6 +446,8 @@ inline std::vector<input_class> const& input_classes()
      "references uniform in a disc of 1 cm near (0.00001, 0.00002) deg, where float32 keeps them (nearly all) distinct",
      detail::tiny_disc<1, 10, 20>},
     {"one_meridian", "observations and references on the meridian of longitude 0, latitudes uniform in [-90, 90]", detail::one_meridian},
+    {"refs_one_meridian", "references on the meridian of longitude 0, latitudes uniform in [-90, 90]; observations uniform",
+     detail::refs_one_meridian},
     {"antimeridian", "observations and references on longitude +180 or -180 (random, the same meridian), latitudes uniform in [-90, 90]",
      detail::antimeridian},
     {"cube_cell_edges",

@@ -35,7 +35,7 @@ inline constexpr int tree_stack_depth = 32;
 /// root, node v has children 2v and 2v + 1, and leaf l is node leaves + l. An empty box has
 /// low = +inf and high = −inf, so that its distance is infinite.
 struct alignas(16) tree_node {
-  float4 low;   // x, y, z, unused
+  float4 low;   // x, y, z; w: 1 for a thin node (thin_node_flag), whose capsule box_room always tests, else 0
   float4 high;  // x, y, z, unused
 };
 
@@ -76,6 +76,22 @@ __device__ __forceinline__ segment_offset offset_to_segment(vec4<double> const& 
   double const rx = fma(-t, ux, wx), ry = fma(-t, uy, wy), rz = fma(-t, uz, wz);
   return {fma(rx, rx, fma(ry, ry, rz * rz)), fabs(wx) + fabs(wy) + fabs(wz)};
 }
+/// A node is thin when its capsule is narrower than 1 / tree_thin_ratio of its box's longest side.
+inline constexpr double tree_thin_ratio = 8.0;
+/// tree_node::low.w of a node whose float64 box is low … high and whose capsule has `radius`: 1 when thin.
+/// Along a curve (references on one meridian) the box reaches past the node's references towards an
+/// observation by up to its length while the capsule hugs them: the float test alone let in the boxes
+/// of ~1e-2 rad of the curve beside an observation's nearest reference, and ordered them by their
+/// boxes. Measured on an H200, 2^20 references on one meridian, uniform observations, k = 1, a query:
+/// 96.9 ms; a thin node's capsule tested, 17.6 ms; and its room from the capsule too, 9.4 ms (2–6 %
+/// slower on uniform, GPS-like and clustered inputs, the same with thin at 1/32 or 1/128; testing
+/// every box's capsule instead: 17.0 ms on the meridian, 17–23 % slower on those inputs).
+__device__ inline float thin_node_flag(vec4<double> const& low, vec4<double> const& high, double radius)
+{
+  double const length = fmax(high.x - low.x, fmax(high.y - low.y, high.z - low.z));
+  return radius * tree_thin_ratio < length ? 1.f : 0.f;
+}
+
 /// 1 / |b − a|² (0 when a = b).
 __device__ inline double inverse_squared_length(vec4<double> const& a, vec4<double> const& b)
 {
@@ -298,8 +314,9 @@ static __global__ void tree_build_leaves(std::uint32_t const* group_count, std::
   double const radius = leaf_reduce(lanes, has_point ? segment_distance_above(point, a, b) : 0.0, max_op);
   if (position % tree_leaf_size == 0) {
     capsules[leaves + leaf] = {{a.x, a.y, a.z, radius}, {b.x, b.y, b.z, inverse_squared_length(a, b)}};
-    nodes[leaves + leaf] = {{__double2float_rd(low.x), __double2float_rd(low.y), __double2float_rd(low.z), 0.f},
-                            {__double2float_ru(high.x), __double2float_ru(high.y), __double2float_ru(high.z), 0.f}};
+    nodes[leaves + leaf] = {
+      {__double2float_rd(low.x), __double2float_rd(low.y), __double2float_rd(low.z), thin_node_flag(low, high, radius)},
+      {__double2float_ru(high.x), __double2float_ru(high.y), __double2float_ru(high.z), 0.f}};
     precise_nodes[leaves + leaf] = {low, high};
   }
 }
@@ -355,9 +372,10 @@ static __global__ void tree_build_inner(tree_node* nodes, tree_precise_node* pre
     vec4<double> const low{fmin(low_a.x, low_b.x), fmin(low_a.y, low_b.y), fmin(low_a.z, low_b.z), 0.0};
     vec4<double> const high{fmax(high_a.x, high_b.x), fmax(high_a.y, high_b.y), fmax(high_a.z, high_b.z), 0.0};
     precise_nodes[node] = {low, high};
-    capsules[node] = merge_capsules(load_capsule(capsules[2 * node]), low_a.x <= high_a.x, load_capsule(capsules[2 * node + 1]),
-                                    low_b.x <= high_b.x, low, high);
-    nodes[node] = {{__double2float_rd(low.x), __double2float_rd(low.y), __double2float_rd(low.z), 0.f},
+    tree_capsule const capsule = merge_capsules(load_capsule(capsules[2 * node]), low_a.x <= high_a.x,
+                                                load_capsule(capsules[2 * node + 1]), low_b.x <= high_b.x, low, high);
+    capsules[node] = capsule;
+    nodes[node] = {{__double2float_rd(low.x), __double2float_rd(low.y), __double2float_rd(low.z), thin_node_flag(low, high, capsule.a.w)},
                    {__double2float_ru(high.x), __double2float_ru(high.y), __double2float_ru(high.z), 0.f}};
     if (node == 1) { return; }
     __threadfence();
@@ -429,9 +447,9 @@ __device__ __forceinline__ double capsule_room(vec4<double> const& p, tree_capsu
 
 /// How much room a box leaves below a list whose worst entry is `worst` (float64 squared chord), for a
 /// point p (float, and float64 `precise_p`), as the bits of a float plus one; 0 when no reference in
-/// it can enter. The float test (box_distance2 against bounds.upper) decides most boxes; a box
-/// between bounds.lower and bounds.upper gets the float64 tests, of its box and of its capsule, and its
-/// room is measured in float64, so that the walk still goes to the nearer of boxes the float distance
+/// it can enter. The float test (box_distance2 against bounds.upper) decides most boxes (a thin node's
+/// capsule too, thin_node_flag); a box between bounds.lower and bounds.upper gets the float64 tests, of
+/// its box and of its capsule, and its room is measured in float64, so that the walk still goes to the nearer of boxes the float distance
 /// cannot tell apart (a pile of points within a metre, a great circle seen from its pole) instead of
 /// sweeping them in key order. The float64 distance to the exact box is within 5 roundings (2^-53
 /// each) of the true one, as is every float64 chord2 to a reference in the box, so a box whose
@@ -442,7 +460,15 @@ __device__ __forceinline__ unsigned box_room(float3 const& p, vec4<double> const
 {
   float const bound = box_distance2(p, box);
   if (!(bound <= bounds.upper)) { return 0u; }
-  if (bound < bounds.lower) { return __float_as_uint(bounds.upper - bound) + 1u; }
+  if (bound < bounds.lower) {
+    float room = bounds.upper - bound;
+    if (box.low.w != 0.f) {  // a thin node: its capsule decides, and measures its room (the walk's order)
+      double const along = capsule_room(precise_p, capsule, bounds);
+      if (!(along >= 0.0)) { return 0u; }
+      room = fminf(room, __double2float_rd(along));
+    }
+    return __float_as_uint(room) + 1u;
+  }
   double const along = capsule_room(precise_p, capsule, bounds);
   if (!(along >= 0.0)) { return 0u; }
   double const room = fmin(worst - box_distance2(precise_p, precise_box) * (1.0 - 0x1.0p-49), along);
