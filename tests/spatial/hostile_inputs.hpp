@@ -297,9 +297,10 @@ inline void one_meridian(std::size_t n, std::size_t m, random_stream& rng, point
   for (std::size_t j = 0; j < m; ++j) { refs.add(rng.uniform(-90.0, 90.0), 0.0); }
 }
 
-/// References on the meridian of longitude 0 (one great circle, ~19 m apart at M = 2^20), observations uniform: seen
-/// from an observation, the references near its nearest one lie within the float32 filter's margin of it along an arc
-/// of some 1e-3 rad, hundreds of them.
+/// References on the meridian of longitude 0 (one great circle, ~19 m apart at M = 2^20), observations uniform: a
+/// node's box around a piece of the curve reaches towards an observation by up to the piece's length (89.5 times the
+/// uniform step at 2^20, k = 1, before thin nodes, tree_kernels.cuh), and the references near the nearest one lie
+/// within the float32 filter's margin of it along some 1e-3 rad, hundreds of them.
 inline void refs_one_meridian(std::size_t n, std::size_t m, random_stream& rng, point_list& obs, point_list& refs)
 {
   obs = uniform_points(n, rng);

@@ -274,8 +274,8 @@ TEST(HostileInputsHost, ClassListHoldsTheIssueClassesAndUnknownNamesThrow)
   }
   for (char const* wanted : {"uniform", "refs_one_point", "refs_one_point_p0.01", "refs_one_point_p0.1", "refs_one_point_p0.5",
                              "refs_one_point_p0.9", "depots", "groups_2_to_64", "pole_circle_1e-7rad", "pole_circle_5e-8rad",
-                             "poles_exact", "cell_3m", "cell_3m_distinct", "cell_1cm_distinct", "one_meridian", "refs_one_meridian", "antimeridian",
-                             "cube_cell_edges",
+                             "poles_exact", "cell_3m", "cell_3m_distinct", "cell_1cm_distinct", "one_meridian", "refs_one_meridian",
+                             "antimeridian", "cube_cell_edges",
                              "antipodal_pairs", "obs_all_identical", "grid_1deg", "grid_0.01deg_region", "null_island_10pct",
                              "wrapped_longitudes"}) {
     EXPECT_EQ(names.count(wanted), 1U) << wanted;

@@ -85,7 +85,8 @@ inline constexpr double tree_thin_ratio = 8.0;
 /// boxes. Measured on an H200, 2^20 references on one meridian, uniform observations, k = 1, a query:
 /// 96.9 ms; a thin node's capsule tested, 17.6 ms; and its room from the capsule too, 9.4 ms (2–6 %
 /// slower on uniform, GPS-like and clustered inputs, the same with thin at 1/32 or 1/128; testing
-/// every box's capsule instead: 17.0 ms on the meridian, 17–23 % slower on those inputs).
+/// every box's capsule instead: 17.0 ms on the meridian, 17–23 % slower on those inputs). It costs the
+/// 0.01-degree grid of references at 2^24 × 2^14 42 % (14.9 → 21.2 ms), for reasons not yet found.
 __device__ inline float thin_node_flag(vec4<double> const& low, vec4<double> const& high, double radius)
 {
   double const length = fmax(high.x - low.x, fmax(high.y - low.y, high.z - low.z));
@@ -449,9 +450,9 @@ __device__ __forceinline__ double capsule_room(vec4<double> const& p, tree_capsu
 /// point p (float, and float64 `precise_p`), as the bits of a float plus one; 0 when no reference in
 /// it can enter. The float test (box_distance2 against bounds.upper) decides most boxes (a thin node's
 /// capsule too, thin_node_flag); a box between bounds.lower and bounds.upper gets the float64 tests, of
-/// its box and of its capsule, and its room is measured in float64, so that the walk still goes to the nearer of boxes the float distance
-/// cannot tell apart (a pile of points within a metre, a great circle seen from its pole) instead of
-/// sweeping them in key order. The float64 distance to the exact box is within 5 roundings (2^-53
+/// its box and of its capsule, and its room is measured in float64, so that the walk still goes to the
+/// nearer of boxes the float distance cannot tell apart (a pile of points within a metre, a great circle
+/// seen from its pole) instead of sweeping them in key order. The float64 distance to the exact box is within 5 roundings (2^-53
 /// each) of the true one, as is every float64 chord2 to a reference in the box, so a box whose
 /// distance exceeds `worst` by 2^-49 relative (16 roundings) holds none at most `worst`.
 __device__ __forceinline__ unsigned box_room(float3 const& p, vec4<double> const& precise_p, tree_node const& box,
