@@ -6,8 +6,9 @@
            cells are neighbours, so that a node (a range of leaves) covers one piece of a curve
 
 For a sample of observations, one thread's walk alone from the root after its seed (tree_search_one's
-rules: the float box test, then the float64 box and capsule tests between the float bounds, the child
-with more room first): the boxes it tests, the float64 tests and the leaves it scans. With --warps W,
+rules before thin nodes, d133d78: the float box test, then the float64 box and capsule tests between the float
+bounds, the child with more room first; the library now also tests a thin node's capsule where the float test
+accepts its box, thin_node_flag in tree_kernels.cuh, which this model leaves out): the boxes it tests, the float64 tests and the leaves it scans. With --warps W,
 also W warps' shared walks (without the switch to the walk alone) over N uniform observations sorted by
 a 30-bit key (the tree's, or --observation-keys), or with --observation-keys cell in the order the walk of a
 cell-list query takes them (by the cube-map cell of the grid cell_plan picks for M, in random order within a

@@ -287,14 +287,19 @@ void tiny_disc(std::size_t n, std::size_t m, random_stream& rng, point_list& obs
   }
 }
 
+/// `count` points on the meridian of longitude 0, latitudes uniform in [-90, 90].
+inline point_list meridian_points(std::size_t count, random_stream& rng)
+{
+  point_list points;
+  points.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) { points.add(rng.uniform(-90.0, 90.0), 0.0); }
+  return points;
+}
+
 inline void one_meridian(std::size_t n, std::size_t m, random_stream& rng, point_list& obs, point_list& refs)
 {
-  obs = point_list{};
-  refs = point_list{};
-  obs.reserve(n);
-  refs.reserve(m);
-  for (std::size_t i = 0; i < n; ++i) { obs.add(rng.uniform(-90.0, 90.0), 0.0); }
-  for (std::size_t j = 0; j < m; ++j) { refs.add(rng.uniform(-90.0, 90.0), 0.0); }
+  obs = meridian_points(n, rng);
+  refs = meridian_points(m, rng);
 }
 
 /// References on the meridian of longitude 0 (one great circle, ~19 m apart at M = 2^20), observations uniform: a
@@ -304,9 +309,7 @@ inline void one_meridian(std::size_t n, std::size_t m, random_stream& rng, point
 inline void refs_one_meridian(std::size_t n, std::size_t m, random_stream& rng, point_list& obs, point_list& refs)
 {
   obs = uniform_points(n, rng);
-  refs = point_list{};
-  refs.reserve(m);
-  for (std::size_t j = 0; j < m; ++j) { refs.add(rng.uniform(-90.0, 90.0), 0.0); }
+  refs = meridian_points(m, rng);
 }
 
 inline void antimeridian(std::size_t n, std::size_t m, random_stream& rng, point_list& obs, point_list& refs)
