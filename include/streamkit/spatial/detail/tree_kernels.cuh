@@ -85,8 +85,8 @@ inline constexpr double tree_thin_ratio = 8.0;
 /// boxes. Measured on an H200, 2^20 references on one meridian, uniform observations, k = 1, a query:
 /// 96.9 ms; a thin node's capsule tested, 17.6 ms; and its room from the capsule too, 9.4 ms (2–6 %
 /// slower on uniform, GPS-like and clustered inputs, the same with thin at 1/32 or 1/128; testing
-/// every box's capsule instead: 17.0 ms on the meridian, 17–23 % slower on those inputs). It costs the
-/// 0.01-degree grid of references at 2^24 × 2^14 42 % (14.9 → 21.2 ms), for reasons not yet found.
+/// every box's capsule instead: 17.0 ms on the meridian, 17–23 % slower on those inputs). The grid of
+/// 0.01-degree references has few thin nodes; what it paid at 2^24 × 2^14 was code, see box_room.
 __device__ inline float thin_node_flag(vec4<double> const& low, vec4<double> const& high, double radius)
 {
   double const length = fmax(high.x - low.x, fmax(high.y - low.y, high.z - low.z));
@@ -461,17 +461,14 @@ __device__ __forceinline__ unsigned box_room(float3 const& p, vec4<double> const
 {
   float const bound = box_distance2(p, box);
   if (!(bound <= bounds.upper)) { return 0u; }
-  if (bound < bounds.lower) {
-    float room = bounds.upper - bound;
-    if (box.low.w != 0.f) {  // a thin node: its capsule decides, and measures its room (the walk's order)
-      double const along = capsule_room(precise_p, capsule, bounds);
-      if (!(along >= 0.0)) { return 0u; }
-      room = fminf(room, __double2float_rd(along));
-    }
-    return __float_as_uint(room) + 1u;
-  }
+  bool const sure = bound < bounds.lower;
+  if (sure && box.low.w == 0.f) { return __float_as_uint(bounds.upper - bound) + 1u; }
+  // One capsule test for thin nodes and undecided boxes alike: box_room is inlined at each of the walk's
+  // room tests, and a second copy of it there (k = 1's 64-register cap) took the 0.01-degree grid at
+  // 2^24 x 2^14 from 14.95 to 21.33 ms; one copy, 16.84 (H100, sixteenth session).
   double const along = capsule_room(precise_p, capsule, bounds);
   if (!(along >= 0.0)) { return 0u; }
+  if (sure) { return __float_as_uint(fminf(bounds.upper - bound, __double2float_rd(along))) + 1u; }  // a thin node
   double const room = fmin(worst - box_distance2(precise_p, precise_box) * (1.0 - 0x1.0p-49), along);
   return room >= 0.0 ? __float_as_uint(__double2float_rd(room)) + 1u : 0u;
 }
