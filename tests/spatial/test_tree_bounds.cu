@@ -109,7 +109,9 @@ __device__ int pruned(vec4<double> const& p, node const& n, vec4<double> const* 
   for (int i = 0; i < count; ++i) {
     double const worst = chord2(p.x, p.y, p.z, points[i]);
     search_bounds const bounds(worst);
-    missed += box_room(p_float, p, n.box, n.precise, n.capsule, bounds, worst) == 0u ? 1 : 0;
+    // Both forms of the float64 tests: inlined (lists of k < 32) and called (k >= 32).
+    missed += box_room<false>(p_float, p, n.box, n.precise, n.capsule, bounds, worst) == 0u ? 1 : 0;
+    missed += box_room<true>(p_float, p, n.box, n.precise, n.capsule, bounds, worst) == 0u ? 1 : 0;
   }
   return missed;
 }
