@@ -463,8 +463,8 @@ __device__ __forceinline__ double precise_room(vec4<double> const& precise_p, tr
 /// in registers and the ~8 inlined copies of the float64 tests left it fewer; out of line, k = 32 searched
 /// 7–19 % faster (H100, sixteenth session, 2^20 × 2^20: uniform 12.20 → 11.22 ms, the 0.01-degree grid
 /// 16.86 → 13.61, the pole circle 69.1 → 63.4), while for k = 1 and 16 the call cost up to 16 %.
-__device__ __noinline__ double precise_room_call(vec4<double> precise_p, tree_precise_node const& precise_box, tree_capsule const& capsule,
-                                                 search_bounds bounds, double worst, bool sure)
+__device__ __noinline__ inline double precise_room_call(vec4<double> precise_p, tree_precise_node const& precise_box,
+                                                        tree_capsule const& capsule, search_bounds bounds, double worst, bool sure)
 {
   return precise_room(precise_p, precise_box, capsule, bounds, worst, sure);
 }
