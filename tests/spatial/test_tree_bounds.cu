@@ -154,6 +154,97 @@ __global__ void check_bounds(std::uint64_t seed, unsigned long long trials, fail
   }
 }
 
+/// anchored_filter over a leaf of `pile` points made as tree_build_leaves makes it: for each point, with the worst entry
+/// at its own squared chord, the filter must pass it (`missed` counts those it would not). With the worst entry at the
+/// nearest point's chord, `anchored` and `chord` add the points the anchored filter and the float chord filter pass.
+__device__ void check_anchored(vec4<double> const& p, vec4<double> const* points, int& missed, int& anchored, int& chord)
+{
+  using namespace streamkit::detail;
+  float4 offsets[pile];
+  float largest = 0.f;
+  for (int i = 0; i < pile; ++i) {
+    offsets[i] = anchored_offset(points[i], points[0]);
+    largest = fmaxf(largest, offset_reach(offsets[i]));
+  }
+  tree_node nodes[2] = {};
+  nodes[1].high.w = leaf_reach(largest);
+  tree_view tree{};
+  tree.precise_points = points;
+  tree.offsets = offsets;
+  tree.nodes = nodes;
+  tree.leaves = 1;
+  double nearest = 1.0 / 0.0;
+  for (int i = 0; i < pile; ++i) {
+    double const worst = chord2(p.x, p.y, p.z, points[i]);
+    nearest = fmin(nearest, worst);
+    anchored_filter const filter(tree, 0, p, worst);
+    unsigned const passed = filter_batch(tree, 0, filter, 0) | filter_batch(tree, tree_scan_batch, filter, tree_scan_batch);
+    missed += (passed >> i & 1u) != 0u ? 0 : 1;
+  }
+  anchored_filter const filter(tree, 0, p, nearest);
+  anchored += __popc(filter_batch(tree, 0, filter, 0) | filter_batch(tree, tree_scan_batch, filter, tree_scan_batch));
+  float const upper = float_chord2_filter(nearest);
+  float3 const q{static_cast<float>(p.x), static_cast<float>(p.y), static_cast<float>(p.z)};
+  for (int i = 0; i < pile; ++i) {
+    chord += chord2(q.x, q.y, q.z, vec4<float>{static_cast<float>(points[i].x), static_cast<float>(points[i].y), static_cast<float>(points[i].z), 0.f}) <= upper ? 1 : 0;
+  }
+}
+
+struct anchored_counts {
+  unsigned long long missed, first_trial, far_circle_anchored, far_circle_chord;
+};
+
+__global__ void check_anchored_filter(std::uint64_t seed, unsigned long long trials, anchored_counts* out)
+{
+  using namespace streamkit::detail;
+  for (unsigned long long trial = blockIdx.x * 1ull * blockDim.x + threadIdx.x; trial < trials; trial += 1ull * gridDim.x * blockDim.x) {
+    std::uint64_t state = seed ^ (trial * 0x2545f4914f6cdd1dull);
+    int const shape = static_cast<int>(next_bits(state) % 3);
+    double const scale = pow(10.0, -15.0 * uniform(state));
+    double const lat = asin(2.0 * uniform(state) - 1.0), lon = 6.283185307179586 * uniform(state) - 3.141592653589793;
+    vec4<double> points[pile];
+    make_pile(state, shape, lat, lon, scale, points);
+    int const where = static_cast<int>(next_bits(state) % 3);
+    vec4<double> p;
+    if (where == 0) {
+      p = unit_vector<double>(asin(2.0 * uniform(state) - 1.0), 6.283185307179586 * uniform(state) - 3.141592653589793, true);
+    } else if (where == 1) {
+      double const reach = scale * pow(10.0, 3.0 * uniform(state));
+      p = unit_vector<double>(lat + reach * (uniform(state) - 0.5), lon + reach * (uniform(state) - 0.5), true);
+    } else {
+      p = points[next_bits(state) % pile];
+    }
+    int missed = 0, anchored = 0, chord = 0;
+    check_anchored(p, points, missed, anchored, chord);
+    if (missed > 0 && atomicAdd(&out->missed, static_cast<unsigned long long>(missed)) == 0) { out->first_trial = trial; }
+    if (shape == 2 && where == 0 && scale > 1e-8 && scale < 1e-6) {  // circles round a pole of 0.06 to 6 m
+      atomicAdd(&out->far_circle_anchored, static_cast<unsigned long long>(anchored));
+      atomicAdd(&out->far_circle_chord, static_cast<unsigned long long>(chord));
+    }
+  }
+}
+
+TEST(TreeBounds, AnchoredFilterNeverDropsAPointWithinTheWorstEntry)
+{
+  STREAMKIT_REQUIRE_GPU();
+  constexpr unsigned long long trials = 1ull << 22;
+  std::uint64_t const seed = 0xa7c40fee5ull;
+  anchored_counts* out = nullptr;
+  STREAMKIT_CUDA_TRY(cudaMalloc(&out, sizeof(anchored_counts)));
+  STREAMKIT_CUDA_TRY(cudaMemset(out, 0, sizeof(anchored_counts)));
+  check_anchored_filter<<<1024, 128>>>(seed, trials, out);
+  STREAMKIT_CUDA_TRY(cudaGetLastError());
+  anchored_counts host{};
+  STREAMKIT_CUDA_TRY(cudaMemcpy(&host, out, sizeof(anchored_counts), cudaMemcpyDeviceToHost));
+  STREAMKIT_CUDA_TRY(cudaFree(out));
+  EXPECT_EQ(host.missed, 0u) << "points the anchored filter would drop although their squared chord equals the worst entry; first in trial "
+                             << host.first_trial << " of seed " << seed;
+  // Its purpose: small circles seen from afar, which float unit vectors make one point, are told apart.
+  EXPECT_GT(host.far_circle_chord, 0u);
+  EXPECT_LT(host.far_circle_anchored * 4, host.far_circle_chord)
+    << "anchored " << host.far_circle_anchored << " against the float chord's " << host.far_circle_chord;
+}
+
 TEST(TreeBounds, BoxAndCapsuleNeverPruneAPointWithinTheWorstEntry)
 {
   STREAMKIT_REQUIRE_GPU();

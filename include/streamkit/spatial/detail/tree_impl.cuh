@@ -53,7 +53,8 @@ struct tree_layout {
   tree_layout(std::size_t m, std::size_t leaves) noexcept
       : slots((m + tree_leaf_size - 1) / tree_leaf_size * tree_leaf_size),
         precise_offset(align_up(slots * sizeof(float4))),
-        nodes_offset(precise_offset + align_up(slots * sizeof(vec4<double>))),
+        offsets_offset(precise_offset + align_up(slots * sizeof(vec4<double>))),
+        nodes_offset(offsets_offset + align_up(slots * sizeof(float4))),
         precise_nodes_offset(nodes_offset + align_up(2 * leaves * sizeof(tree_node))),
         capsules_offset(precise_nodes_offset + align_up(2 * leaves * sizeof(tree_precise_node))),
         coordinates_offset(capsules_offset + align_up(2 * leaves * sizeof(tree_capsule))),
@@ -68,6 +69,7 @@ struct tree_layout {
   {
     return {reinterpret_cast<float4 const*>(base),
             reinterpret_cast<vec4<double> const*>(base + precise_offset),
+            reinterpret_cast<float4 const*>(base + offsets_offset),
             reinterpret_cast<tree_node const*>(base + nodes_offset),
             reinterpret_cast<tree_precise_node const*>(base + precise_nodes_offset),
             reinterpret_cast<tree_capsule const*>(base + capsules_offset),
@@ -78,7 +80,7 @@ struct tree_layout {
             reinterpret_cast<std::uint32_t const*>(base + group_count_offset),
             leaves};
   }
-  std::size_t slots, precise_offset, nodes_offset, precise_nodes_offset, capsules_offset, coordinates_offset, keys_offset, run_starts_offset,
+  std::size_t slots, precise_offset, offsets_offset, nodes_offset, precise_nodes_offset, capsules_offset, coordinates_offset, keys_offset, run_starts_offset,
     group_count_offset, bytes;
 };
 
@@ -387,6 +389,7 @@ void tree_engine<T>::prepare(points_ref<U> references, stream_ref stream)
   std::byte* const base = tree_.data();
   auto* const points = reinterpret_cast<float4*>(base);
   auto* const precise_points = reinterpret_cast<vec4<double>*>(base + layout.precise_offset);
+  auto* const offsets = reinterpret_cast<float4*>(base + layout.offsets_offset);
   auto* const nodes = reinterpret_cast<tree_node*>(base + layout.nodes_offset);
   auto* const precise_nodes = reinterpret_cast<tree_precise_node*>(base + layout.precise_nodes_offset);
   auto* const capsules = reinterpret_cast<tree_capsule*>(base + layout.capsules_offset);
@@ -419,7 +422,7 @@ void tree_engine<T>::prepare(points_ref<U> references, stream_ref stream)
     coordinates, keys, ids, m, starts, places, precise_points, group_keys, run_starts, group_count);
   STREAMKIT_CHECK_LAUNCH();
   tree_build_leaves<<<grid_size("tree_build_leaves", leaves * tree_leaf_size, 256), 256, 0, stream.value()>>>(
-    group_count, run_starts, layout.slots, leaves, points, precise_points, nodes, precise_nodes, capsules);
+    group_count, run_starts, layout.slots, leaves, points, precise_points, offsets, nodes, precise_nodes, capsules);
   STREAMKIT_CHECK_LAUNCH();
   if (leaves > 1) {
     tree_build_inner<<<grid_size("tree_build_inner", leaves / 2, 256), 256, 0, stream.value()>>>(nodes, precise_nodes, capsules,

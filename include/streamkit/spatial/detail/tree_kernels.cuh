@@ -36,7 +36,7 @@ inline constexpr int tree_stack_depth = 32;
 /// low = +inf and high = −inf, so that its distance is infinite.
 struct alignas(16) tree_node {
   float4 low;   // x, y, z; w: 1 for a thin node (thin_node_flag), whose capsule box_room always tests, else 0
-  float4 high;  // x, y, z, unused
+  float4 high;  // x, y, z; w: of a leaf, at least its entries' largest offset coordinate (anchored_filter), else 0
 };
 
 /// The same box in float64, exact (minima and maxima of the float64 vectors): the search tests it
@@ -273,13 +273,27 @@ __device__ __forceinline__ int longest_axis(vec4<double> const& low, vec4<double
 }
 __device__ __forceinline__ double coordinate(vec4<double> const& v, int axis) { return axis == 0 ? v.x : (axis == 1 ? v.y : v.z); }
 
+/// An entry as anchored_filter reads it: its float offset o from its leaf's first entry `anchor` (o's
+/// coordinates are within 2^-23.9 |o| of q − a's), and w = |o|² in float.
+__device__ inline float4 anchored_offset(vec4<double> const& point, vec4<double> const& anchor)
+{
+  float const x = static_cast<float>(point.x - anchor.x), y = static_cast<float>(point.y - anchor.y);
+  float const z = static_cast<float>(point.z - anchor.z);
+  return {x, y, z, __fmaf_rn(x, x, __fmaf_rn(y, y, __fmul_rn(z, z)))};
+}
+/// The largest coordinate of an offset (its part of its leaf's reach).
+__device__ inline float offset_reach(float4 const& offset) { return fmaxf(fabsf(offset.x), fmaxf(fabsf(offset.y), fabsf(offset.z))); }
+/// A leaf's reach (tree_node::high.w) from its entries' largest offset coordinate: at least every
+/// coordinate of q − a (the float offsets are off by 2^-23.9 of themselves).
+__device__ inline float leaf_reach(float largest) { return largest * (1.f + 0x1.0p-22f); }
+
 /// A group of tree_leaf_size lanes per leaf: writes the leaf's entries (groups, in sorted order) as
 /// float unit vectors (the search's filter; w holds the group's size) and the leaf's boxes (its nodes
 /// in the heap), reading the float64 vectors tree_write_groups left. Slots past the last group are NaN
 /// points (never chosen) up to a whole leaf; leaves past those get empty boxes.
 static __global__ void tree_build_leaves(std::uint32_t const* group_count, std::uint32_t const* run_starts, std::size_t slots,
-                                         std::size_t leaves, float4* points, vec4<double>* precise_points, tree_node* nodes,
-                                         tree_precise_node* precise_nodes, tree_capsule* capsules)
+                                         std::size_t leaves, float4* points, vec4<double>* precise_points, float4* offsets,
+                                         tree_node* nodes, tree_precise_node* precise_nodes, tree_capsule* capsules)
 {
   std::size_t const position = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
   std::size_t const leaf = position / tree_leaf_size;
@@ -313,11 +327,18 @@ static __global__ void tree_build_leaves(std::uint32_t const* group_count, std::
   vec4<double> const a = leaf_pick(lanes, point, along, coordinate(low, axis));
   vec4<double> const b = leaf_pick(lanes, point, along, coordinate(high, axis));
   double const radius = leaf_reduce(lanes, has_point ? segment_distance_above(point, a, b) : 0.0, max_op);
+  // The entry as anchored_filter reads it: an offset from the leaf's first entry; the leaf's reach.
+  int const first_lane = static_cast<int>(threadIdx.x % 32) & ~(tree_leaf_size - 1);
+  vec4<double> const anchor{__shfl_sync(lanes, point.x, first_lane), __shfl_sync(lanes, point.y, first_lane),
+                            __shfl_sync(lanes, point.z, first_lane), 0.0};
+  float4 const offset = has_point ? anchored_offset(point, anchor) : float4{float(nan), float(nan), float(nan), float(nan)};
+  if (position < slots) { offsets[position] = offset; }
+  float const reach = leaf_reach(leaf_reduce(lanes, has_point ? offset_reach(offset) : 0.f, [](float x, float y) { return fmaxf(x, y); }));
   if (position % tree_leaf_size == 0) {
     capsules[leaves + leaf] = {{a.x, a.y, a.z, radius}, {b.x, b.y, b.z, inverse_squared_length(a, b)}};
     nodes[leaves + leaf] = {
       {__double2float_rd(low.x), __double2float_rd(low.y), __double2float_rd(low.z), thin_node_flag(low, high, radius)},
-      {__double2float_ru(high.x), __double2float_ru(high.y), __double2float_ru(high.z), 0.f}};
+      {__double2float_ru(high.x), __double2float_ru(high.y), __double2float_ru(high.z), reach}};
     precise_nodes[leaves + leaf] = {low, high};
   }
 }
@@ -516,6 +537,7 @@ __global__ void tree_observation_keys(points_ref<T> observations, std::size_t co
 struct tree_view {
   float4 const* points;                    // groups in sorted order, whole leaves (NaN padding); w: the group's size
   vec4<double> const* precise_points;      // the same in float64; w: the group's smallest reference index
+  float4 const* offsets;                   // the same as float offsets from their leaf's first entry; w: their squared length
   tree_node const* nodes;                  // heap, 2 × leaves
   tree_precise_node const* precise_nodes;  // the same boxes in float64
   tree_capsule const* capsules;            // the nodes' capsules, heap order
@@ -579,17 +601,45 @@ __device__ __forceinline__ bool rank_entry(tree_view const& tree, std::size_t at
 /// Entries per load batch of a leaf scan: their loads are issued together.
 inline constexpr int tree_scan_batch = 8;
 
-/// The entries first … first + tree_scan_batch − 1 that pass the float32 filter, as bits from bit `shift` on.
-__device__ __forceinline__ unsigned filter_batch(tree_view const& tree, std::size_t first, float3 const& p, search_bounds const& bounds,
-                                                 int shift)
+/// The float32 filter of one leaf for one observation p, from float offsets o of its entries to its first
+/// entry a (tree_view::offsets): chord² = |p − a|² − 2 (p − a)·o + |o|², whose first term is the same for
+/// every entry and computed once in float64, the rest in float. Its error is relative to |p − a| |o|, not
+/// to 1, so it tells apart points that float32 unit vectors make one (a small circle seen from afar,
+/// whose entries a float chord would all let through, to be ranked in float64). Bound: o is off q − a
+/// by 2^-23.9 |o| a coordinate, −2 (p − a) by 2^-23.9 |p − a|, and the three fused roundings and |o|²'s
+/// add at most 3u of |−2 (p − a)·o| + |o|²: within 2^-20 (2 |p − a|₁ R + 3 R²), R the largest offset
+/// coordinate of the leaf; |p − a|² in float64 and the ranking's chord² are within 2^-50 of theirs.
+struct anchored_filter {
+  float dx, dy, dz;  // −2 (p − a), in float
+  double base;       // |p − a|², in float64
+  double error;      // the float part's error bound, plus the float64 parts'
+  float threshold;   // the largest float value of −2 (p − a)·o + |o|² an entry may have to enter
+  __device__ anchored_filter(tree_view const& tree, std::size_t leaf, vec4<double> const& precise_p, double worst)
+  {
+    vec4<double> const a = tree.precise_points[leaf * tree_leaf_size];
+    double const x = precise_p.x - a.x, y = precise_p.y - a.y, z = precise_p.z - a.z;
+    double const reach = tree.nodes[tree.leaves + leaf].high.w;
+    dx = static_cast<float>(-2.0 * x);
+    dy = static_cast<float>(-2.0 * y);
+    dz = static_cast<float>(-2.0 * z);
+    base = fma(x, x, fma(y, y, z * z));
+    error = 0x1.0p-20 * (2.0 * (fabs(x) + fabs(y) + fabs(z)) * reach + 3.0 * reach * reach);
+    update(worst);
+  }
+  __device__ void update(double worst) { threshold = __double2float_ru((worst - base) + 0x1.0p-48 * (worst + base) + error); }
+};
+
+/// The entries first … first + tree_scan_batch − 1 that pass `filter`, as bits from bit `shift` on.
+__device__ __forceinline__ unsigned filter_batch(tree_view const& tree, std::size_t first, anchored_filter const& filter, int shift)
 {
-  float4 q[tree_scan_batch];
+  float4 o[tree_scan_batch];
 #pragma unroll
-  for (int s = 0; s < tree_scan_batch; ++s) { q[s] = tree.points[first + s]; }
+  for (int s = 0; s < tree_scan_batch; ++s) { o[s] = tree.offsets[first + s]; }
   unsigned passed = 0;
 #pragma unroll
   for (int s = 0; s < tree_scan_batch; ++s) {
-    passed |= chord2(p.x, p.y, p.z, vec4<float>{q[s].x, q[s].y, q[s].z, 0.f}) <= bounds.upper ? 1u << (shift + s) : 0u;
+    float const v = __fmaf_rn(filter.dx, o[s].x, __fmaf_rn(filter.dy, o[s].y, __fmaf_rn(filter.dz, o[s].z, o[s].w)));
+    passed |= v <= filter.threshold ? 1u << (shift + s) : 0u;
   }
   return passed;
 }
@@ -615,9 +665,27 @@ __device__ __forceinline__ void scan_leaf(tree_view const& tree, std::size_t lea
                                           knn_list<K>& list, search_bounds& bounds)
 {
   std::size_t const first = leaf * tree_leaf_size;
-  for (int b = 0; b < tree_leaf_size; b += tree_scan_batch) {
-    unsigned const passed = filter_batch(tree, first + b, p, bounds, 0);
-    if (rank_passed(tree, first + b, passed, precise_p, list)) { bounds = search_bounds(list.worst()); }
+  if constexpr (K == 1) {
+    anchored_filter filter(tree, leaf, precise_p, list.worst());
+    for (int b = 0; b < tree_leaf_size; b += tree_scan_batch) {
+      unsigned const passed = filter_batch(tree, first + b, filter, 0);
+      if (rank_passed(tree, first + b, passed, precise_p, list)) {
+        bounds = search_bounds(list.worst());
+        filter.update(list.worst());
+      }
+    }
+  } else {
+    for (int b = 0; b < tree_leaf_size; b += tree_scan_batch) {
+      float4 q[tree_scan_batch];
+#pragma unroll
+      for (int s = 0; s < tree_scan_batch; ++s) { q[s] = tree.points[first + b + s]; }
+      unsigned passed = 0;
+#pragma unroll
+      for (int s = 0; s < tree_scan_batch; ++s) {
+        passed |= chord2(p.x, p.y, p.z, vec4<float>{q[s].x, q[s].y, q[s].z, 0.f}) <= bounds.upper ? 1u << s : 0u;
+      }
+      if (rank_passed(tree, first + b, passed, precise_p, list)) { bounds = search_bounds(list.worst()); }
+    }
   }
 }
 
@@ -640,7 +708,8 @@ __device__ __forceinline__ void scan_leaf_together(tree_view const& tree, std::s
   std::size_t const first = leaf * tree_leaf_size;
   unsigned passed = 0;
   if (want) {
-    for (int b = 0; b < tree_leaf_size; b += tree_scan_batch) { passed |= filter_batch(tree, first + b, p, bounds, b); }
+    anchored_filter const filter(tree, leaf, precise_p, list.worst());
+    for (int b = 0; b < tree_leaf_size; b += tree_scan_batch) { passed |= filter_batch(tree, first + b, filter, b); }
   }
   unsigned rest = __ballot_sync(all, passed != 0u);  // the threads with entries to rank
   if (rest == 0u) { return; }
