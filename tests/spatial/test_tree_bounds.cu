@@ -58,6 +58,49 @@ __device__ void make_pile(std::uint64_t& state, int shape, double lat, double lo
   }
 }
 
+/// A trial's pile: its random stream, shape (make_pile), size in rad and place.
+struct trial_pile {
+  std::uint64_t state;
+  int shape;
+  double scale, lat, lon;
+  __device__ trial_pile(std::uint64_t seed, unsigned long long trial) : state(seed ^ (trial * 0x2545f4914f6cdd1dull))
+  {
+    shape = static_cast<int>(next_bits(state) % 3);
+    scale = pow(10.0, -15.0 * uniform(state));
+    lat = asin(2.0 * uniform(state) - 1.0);
+    lon = 6.283185307179586 * uniform(state) - 3.141592653589793;
+  }
+  /// The observation (`where`): 0 anywhere, 1 near the pile, 2 one of the `count` points.
+  __device__ vec4<double> observation(vec4<double> const* points, int count, int& where)
+  {
+    using streamkit::detail::unit_vector;
+    where = static_cast<int>(next_bits(state) % 3);
+    if (where == 0) {
+      return unit_vector<double>(asin(2.0 * uniform(state) - 1.0), 6.283185307179586 * uniform(state) - 3.141592653589793, true);
+    }
+    if (where == 1) {
+      double const reach = scale * pow(10.0, 3.0 * uniform(state));
+      return unit_vector<double>(lat + reach * (uniform(state) - 0.5), lon + reach * (uniform(state) - 0.5), true);
+    }
+    return points[next_bits(state) % count];
+  }
+};
+
+/// Runs `kernel` over `trials` trials of `seed` (1,024 blocks of 128 threads) and returns the counts it left.
+template <class Counts>
+Counts run_trials(void (*kernel)(std::uint64_t, unsigned long long, Counts*), std::uint64_t seed, unsigned long long trials)
+{
+  Counts* out = nullptr;
+  STREAMKIT_CUDA_TRY(cudaMalloc(&out, sizeof(Counts)));
+  STREAMKIT_CUDA_TRY(cudaMemset(out, 0, sizeof(Counts)));
+  kernel<<<1024, 128>>>(seed, trials, out);
+  STREAMKIT_CUDA_TRY(cudaGetLastError());
+  Counts host{};
+  STREAMKIT_CUDA_TRY(cudaMemcpy(&host, out, sizeof(Counts), cudaMemcpyDeviceToHost));
+  STREAMKIT_CUDA_TRY(cudaFree(out));
+  return host;
+}
+
 struct node {
   streamkit::detail::tree_node box;
   streamkit::detail::tree_precise_node precise;
@@ -120,25 +163,13 @@ __global__ void check_bounds(std::uint64_t seed, unsigned long long trials, fail
 {
   using namespace streamkit::detail;
   for (unsigned long long trial = blockIdx.x * 1ull * blockDim.x + threadIdx.x; trial < trials; trial += 1ull * gridDim.x * blockDim.x) {
-    std::uint64_t state = seed ^ (trial * 0x2545f4914f6cdd1dull);
-    int const shape = static_cast<int>(next_bits(state) % 3);
-    double const scale = pow(10.0, -15.0 * uniform(state));
-    double const lat = asin(2.0 * uniform(state) - 1.0), lon = 6.283185307179586 * uniform(state) - 3.141592653589793;
+    trial_pile t(seed, trial);
     vec4<double> points[2 * pile];
-    make_pile(state, shape, lat, lon, scale, points);
+    make_pile(t.state, t.shape, t.lat, t.lon, t.scale, points);
     // The second pile of an inner node: beside the first (shape 2: further along the same circle).
-    make_pile(state, shape, lat + scale, shape == 2 ? lon + 6.283185307179586e-3 : lon + scale, scale, points + pile);
-    // The observation: anywhere, near the piles, or one of their points.
-    int const where = static_cast<int>(next_bits(state) % 3);
-    vec4<double> p;
-    if (where == 0) {
-      p = unit_vector<double>(asin(2.0 * uniform(state) - 1.0), 6.283185307179586 * uniform(state) - 3.141592653589793, true);
-    } else if (where == 1) {
-      double const reach = scale * pow(10.0, 3.0 * uniform(state));
-      p = unit_vector<double>(lat + reach * (uniform(state) - 0.5), lon + reach * (uniform(state) - 0.5), true);
-    } else {
-      p = points[next_bits(state) % (2 * pile)];
-    }
+    make_pile(t.state, t.shape, t.lat + t.scale, t.shape == 2 ? t.lon + 6.283185307179586e-3 : t.lon + t.scale, t.scale, points + pile);
+    int where;
+    vec4<double> const p = t.observation(points, 2 * pile, where);
     node const left = make_leaf(points), right = make_leaf(points + pile);
     node inner;
     bound_points(points, 2 * pile, inner);
@@ -198,26 +229,15 @@ __global__ void check_anchored_filter(std::uint64_t seed, unsigned long long tri
 {
   using namespace streamkit::detail;
   for (unsigned long long trial = blockIdx.x * 1ull * blockDim.x + threadIdx.x; trial < trials; trial += 1ull * gridDim.x * blockDim.x) {
-    std::uint64_t state = seed ^ (trial * 0x2545f4914f6cdd1dull);
-    int const shape = static_cast<int>(next_bits(state) % 3);
-    double const scale = pow(10.0, -15.0 * uniform(state));
-    double const lat = asin(2.0 * uniform(state) - 1.0), lon = 6.283185307179586 * uniform(state) - 3.141592653589793;
+    trial_pile t(seed, trial);
     vec4<double> points[pile];
-    make_pile(state, shape, lat, lon, scale, points);
-    int const where = static_cast<int>(next_bits(state) % 3);
-    vec4<double> p;
-    if (where == 0) {
-      p = unit_vector<double>(asin(2.0 * uniform(state) - 1.0), 6.283185307179586 * uniform(state) - 3.141592653589793, true);
-    } else if (where == 1) {
-      double const reach = scale * pow(10.0, 3.0 * uniform(state));
-      p = unit_vector<double>(lat + reach * (uniform(state) - 0.5), lon + reach * (uniform(state) - 0.5), true);
-    } else {
-      p = points[next_bits(state) % pile];
-    }
+    make_pile(t.state, t.shape, t.lat, t.lon, t.scale, points);
+    int where;
+    vec4<double> const p = t.observation(points, pile, where);
     int missed = 0, anchored = 0, chord = 0;
     check_anchored(p, points, missed, anchored, chord);
     if (missed > 0 && atomicAdd(&out->missed, static_cast<unsigned long long>(missed)) == 0) { out->first_trial = trial; }
-    if (shape == 2 && where == 0 && scale > 1e-8 && scale < 1e-6) {  // circles round a pole of 0.06 to 6 m
+    if (t.shape == 2 && where == 0 && t.scale > 1e-8 && t.scale < 1e-6) {  // circles round a pole of 0.06 to 6 m
       atomicAdd(&out->far_circle_anchored, static_cast<unsigned long long>(anchored));
       atomicAdd(&out->far_circle_chord, static_cast<unsigned long long>(chord));
     }
@@ -229,14 +249,7 @@ TEST(TreeBounds, AnchoredFilterNeverDropsAPointWithinTheWorstEntry)
   STREAMKIT_REQUIRE_GPU();
   constexpr unsigned long long trials = 1ull << 22;
   std::uint64_t const seed = 0xa7c40fee5ull;
-  anchored_counts* out = nullptr;
-  STREAMKIT_CUDA_TRY(cudaMalloc(&out, sizeof(anchored_counts)));
-  STREAMKIT_CUDA_TRY(cudaMemset(out, 0, sizeof(anchored_counts)));
-  check_anchored_filter<<<1024, 128>>>(seed, trials, out);
-  STREAMKIT_CUDA_TRY(cudaGetLastError());
-  anchored_counts host{};
-  STREAMKIT_CUDA_TRY(cudaMemcpy(&host, out, sizeof(anchored_counts), cudaMemcpyDeviceToHost));
-  STREAMKIT_CUDA_TRY(cudaFree(out));
+  anchored_counts const host = run_trials(check_anchored_filter, seed, trials);
   EXPECT_EQ(host.missed, 0u) << "points the anchored filter would drop although their squared chord equals the worst entry; first in trial "
                              << host.first_trial << " of seed " << seed;
   // Its purpose: small circles seen from afar, which float unit vectors make one point, are told apart.
@@ -250,14 +263,7 @@ TEST(TreeBounds, BoxAndCapsuleNeverPruneAPointWithinTheWorstEntry)
   STREAMKIT_REQUIRE_GPU();
   constexpr unsigned long long trials = 1ull << 22;
   std::uint64_t const seed = 0x5eed0f7ee5ull;
-  failures* out = nullptr;
-  STREAMKIT_CUDA_TRY(cudaMalloc(&out, sizeof(failures)));
-  STREAMKIT_CUDA_TRY(cudaMemset(out, 0, sizeof(failures)));
-  check_bounds<<<1024, 128>>>(seed, trials, out);
-  STREAMKIT_CUDA_TRY(cudaGetLastError());
-  failures host{};
-  STREAMKIT_CUDA_TRY(cudaMemcpy(&host, out, sizeof(failures), cudaMemcpyDeviceToHost));
-  STREAMKIT_CUDA_TRY(cudaFree(out));
+  failures const host = run_trials(check_bounds, seed, trials);
   // Lines (shape 1) and circle arcs (shape 2) make thin nodes, whose capsule the float test's accepted boxes get too.
   EXPECT_GT(host.thin_nodes, trials / 10) << "too few thin nodes: their capsule test went unchecked";
   EXPECT_EQ(host.count, 0u) << "points a box or capsule test would prune although their squared chord equals the worst entry; first in trial "
