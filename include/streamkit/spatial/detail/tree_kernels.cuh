@@ -317,7 +317,7 @@ static __global__ void tree_build_leaves(std::uint32_t const* group_count, std::
   vec4<double> const point = low;  // the lane's entry (+inf when it has none)
   bool const has_point = point.x <= high.x;
   auto const min_op = [](double x, double y) { return fmin(x, y); };
-  auto const max_op = [](double x, double y) { return fmax(x, y); };
+  auto const max_op = [](auto x, auto y) { return fmax(x, y); };  // float64 boxes, float reach
   low = {leaf_reduce(lanes, low.x, min_op), leaf_reduce(lanes, low.y, min_op), leaf_reduce(lanes, low.z, min_op), 0.0};
   high = {leaf_reduce(lanes, high.x, max_op), leaf_reduce(lanes, high.y, max_op), leaf_reduce(lanes, high.z, max_op), 0.0};
   // The capsule: from the entry lowest to the entry highest along the box's longest axis (the ends of
@@ -333,7 +333,7 @@ static __global__ void tree_build_leaves(std::uint32_t const* group_count, std::
                             __shfl_sync(lanes, point.z, first_lane), 0.0};
   float4 const offset = has_point ? anchored_offset(point, anchor) : float4{float(nan), float(nan), float(nan), float(nan)};
   if (position < slots) { offsets[position] = offset; }
-  float const reach = leaf_reach(leaf_reduce(lanes, has_point ? offset_reach(offset) : 0.f, [](float x, float y) { return fmaxf(x, y); }));
+  float const reach = leaf_reach(leaf_reduce(lanes, has_point ? offset_reach(offset) : 0.f, max_op));
   if (position % tree_leaf_size == 0) {
     capsules[leaves + leaf] = {{a.x, a.y, a.z, radius}, {b.x, b.y, b.z, inverse_squared_length(a, b)}};
     nodes[leaves + leaf] = {
@@ -629,7 +629,23 @@ struct anchored_filter {
   __device__ void update(double worst) { threshold = __double2float_ru((worst - base) + 0x1.0p-48 * (worst + base) + error); }
 };
 
-/// The entries first … first + tree_scan_batch − 1 that pass `filter`, as bits from bit `shift` on.
+/// The entries first … first + tree_scan_batch − 1 that pass the float chord filter (bounds.upper), as bits
+/// from bit `shift` on: the filter of lists of k > 1, whose worst entry moves too often for anchored_filter's
+/// float64 set-up to pay (for every k, it cost uniform k = 16 2 %, seventeenth session).
+__device__ __forceinline__ unsigned filter_batch(tree_view const& tree, std::size_t first, float3 const& p, search_bounds const& bounds,
+                                                 int shift)
+{
+  float4 q[tree_scan_batch];
+#pragma unroll
+  for (int s = 0; s < tree_scan_batch; ++s) { q[s] = tree.points[first + s]; }
+  unsigned passed = 0;
+#pragma unroll
+  for (int s = 0; s < tree_scan_batch; ++s) {
+    passed |= chord2(p.x, p.y, p.z, vec4<float>{q[s].x, q[s].y, q[s].z, 0.f}) <= bounds.upper ? 1u << (shift + s) : 0u;
+  }
+  return passed;
+}
+/// The same with `filter` (the lists of k = 1).
 __device__ __forceinline__ unsigned filter_batch(tree_view const& tree, std::size_t first, anchored_filter const& filter, int shift)
 {
   float4 o[tree_scan_batch];
@@ -676,15 +692,7 @@ __device__ __forceinline__ void scan_leaf(tree_view const& tree, std::size_t lea
     }
   } else {
     for (int b = 0; b < tree_leaf_size; b += tree_scan_batch) {
-      float4 q[tree_scan_batch];
-#pragma unroll
-      for (int s = 0; s < tree_scan_batch; ++s) { q[s] = tree.points[first + b + s]; }
-      unsigned passed = 0;
-#pragma unroll
-      for (int s = 0; s < tree_scan_batch; ++s) {
-        passed |= chord2(p.x, p.y, p.z, vec4<float>{q[s].x, q[s].y, q[s].z, 0.f}) <= bounds.upper ? 1u << s : 0u;
-      }
-      if (rank_passed(tree, first + b, passed, precise_p, list)) { bounds = search_bounds(list.worst()); }
+      if (rank_passed(tree, first + b, filter_batch(tree, first + b, p, bounds, 0), precise_p, list)) { bounds = search_bounds(list.worst()); }
     }
   }
 }
@@ -701,8 +709,8 @@ inline constexpr int tree_rank_together_factor = 3;
 /// different parts of it), the warp ranks them together, two threads a round, one entry a lane, and
 /// offers each thread the nearest of its half (ties to the smallest index, as the list orders them);
 /// otherwise each thread ranks its own, as scan_leaf does, against the bounds it entered the leaf with.
-__device__ __forceinline__ void scan_leaf_together(tree_view const& tree, std::size_t leaf, bool want, float3 const& p,
-                                                   vec4<double> const& precise_p, knn_list<1>& list, search_bounds& bounds)
+__device__ __forceinline__ void scan_leaf_together(tree_view const& tree, std::size_t leaf, bool want, vec4<double> const& precise_p,
+                                                   knn_list<1>& list, search_bounds& bounds)
 {
   constexpr unsigned all = 0xffffffffu;
   std::size_t const first = leaf * tree_leaf_size;
@@ -841,7 +849,7 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
         continue;
       }
     } else if constexpr (K == 1) {
-      scan_leaf_together(tree, node - tree.leaves, mine != 0u && !is_seed(node), p, precise_p, list, bounds);
+      scan_leaf_together(tree, node - tree.leaves, mine != 0u && !is_seed(node), precise_p, list, bounds);
     } else if (mine != 0u && !is_seed(node)) {
       scan_leaf(tree, node - tree.leaves, p, precise_p, list, bounds);
     }
