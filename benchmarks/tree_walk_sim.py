@@ -11,15 +11,16 @@ bounds, the child with more room first; the library now also tests a thin node's
 accepts its box, thin_node_flag in tree_kernels.cuh, which this model leaves out): the boxes it tests, the float64 tests and the leaves it scans. With --warps W,
 also W warps' shared walks (without the switch to the walk alone) over N uniform observations sorted by
 a 30-bit key (the tree's, or --observation-keys), or with --observation-keys cell in the order the walk of a
-cell-list query takes them (by the cube-map cell of the grid cell_plan picks for M, in random order within a
-cell): steps, leaves entered, scans and float64 tests per thread.
+cell-list query took them before the nineteenth session (by the cube-map cell of the grid cell_plan picks for M, in
+random order within a cell), or with --observation-keys walkcell as it takes them now (by the cell of the finer grid of
+walk_grid_for): steps, leaves entered, scans and float64 tests per thread.
 
 With --peer-workload NAME (a workload of benchmarks/peers_harness.py, its observations and references), W warps of
 its observations in the tree's order: the box tests a lane makes in the warp's shared walk (every lane tests every box
 the warp visits) against those each of its threads would make walking alone.
 
 usage: tree_walk_sim.py [--classes a,b] [--m M] [--sample S] [--k K] [--keys morton,hilbert]
-                        [--warps W] [--n N] [--observation-keys morton|hilbert|cell]
+                        [--warps W] [--n N] [--observation-keys morton|hilbert|cell|walkcell]
        tree_walk_sim.py --peer-workload gps_1M_places_k1|clustered_2^22x2^20_k1|... --warps W
        tree_walk_sim.py --peer-workload NAME --compare-trees [--sample S]
        tree_walk_sim.py --classes a,b --m M --compare-trees [--sample S]     (uniform observations)
@@ -111,11 +112,16 @@ def keys(P, kind, bits):
     return hi, lo
 
 
-def cube_cells(P, m):
-    """Each point's cube-map cell (tree_cells.cuh's cube_grid) on the grid cell_plan picks for m references."""
+def cube_cells(P, m, n=0):
+    """Each point's cube-map cell (tree_cells.cuh's cube_grid) on the grid cell_plan picks for m references, or
+    with n > 0 on the walkers' finer grid for n observations (walk_grid_for in tree_impl.cuh)."""
     grid, wanted = 1, np.sqrt(m / 3.0)
     while grid < 1024 and 2 * grid <= wanted * np.sqrt(2.0):
         grid *= 2
+    if n > 0:
+        list_grid = grid
+        while grid < 16 * list_grid and 6 * (2 * grid) ** 2 * 32 <= n:
+            grid *= 2
     a = np.abs(P)
     axis = np.where((a[:, 0] >= a[:, 1]) & (a[:, 0] >= a[:, 2]), 0, np.where(a[:, 1] >= a[:, 2], 1, 2))
     major = P[np.arange(len(P)), axis]
@@ -544,8 +550,8 @@ def main():
                 z = wr.uniform(-1, 1, args.n)
                 O = unit(np.degrees(np.arcsin(z)).astype(np.float32), wr.uniform(-180, 180, args.n).astype(np.float32))
                 order_key = args.observation_keys or kind
-                if order_key == "cell":  # O is in random order: a stable sort keeps it so within a cell
-                    O = O[np.argsort(cube_cells(O, args.m), kind="stable")]
+                if order_key in ("cell", "walkcell"):  # O is in random order: a stable sort keeps it so within a cell
+                    O = O[np.argsort(cube_cells(O, args.m, args.n if order_key == "walkcell" else 0), kind="stable")]
                 else:
                     O = in_key_order(O, order_key)
                 picks = wr.choice(args.n // 32, args.warps, replace=False)

@@ -219,6 +219,33 @@ TEST_P(HostileCellLists, EveryRowAsTheWalkK1_16_32)
 INSTANTIATE_TEST_SUITE_P(HostileInputs, HostileCellLists, ::testing::ValuesIn(every_class_name()),
                          [](::testing::TestParamInfo<std::string> const& info) { return test_name_of(info.param); });
 
+// The walkers' grid (detail::walk_grid_for): the lists' grid cut by a power of two, at most
+// walk_grid_refinement a side, as fine as keeps a warp of n uniform observations a cell, and no finer.
+TEST(CellListsHost, WalkGridCutsListCellsByPowersOfTwoDownToAWarpOfObservations)
+{
+  using streamkit::detail::cube_grid;
+  using streamkit::detail::walk_grid_for;
+  EXPECT_EQ(walk_grid_for(cube_grid{64}, std::size_t{1} << 24).grid, 256u);  // 2^24 x 2^14: 43 observations a cell
+  EXPECT_EQ(walk_grid_for(cube_grid{32}, std::size_t{1} << 21).grid, 64u);   // the HostileCellLists shape
+  EXPECT_EQ(walk_grid_for(cube_grid{64}, std::size_t{1} << 21).grid, 64u);   // 86 a list cell: no cut
+  EXPECT_EQ(walk_grid_for(cube_grid{1}, std::size_t{1} << 30).grid, 16u);    // the refinement's cap
+  EXPECT_EQ(walk_grid_for(cube_grid{1024}, std::size_t{1} << 32).grid, 4096u);
+  EXPECT_EQ(walk_grid_for(cube_grid{8}, 0).grid, 8u);
+  for (std::uint32_t grid = 1; grid <= 1024; grid *= 2) {
+    for (std::size_t n = 1; n <= (std::size_t{1} << 33); n = n * 3 + 1) {
+      cube_grid const walk = walk_grid_for(cube_grid{grid}, n);
+      SCOPED_TRACE("grid " + std::to_string(grid) + ", n " + std::to_string(n) + ": walk grid " + std::to_string(walk.grid));
+      std::uint32_t const cut = walk.grid / grid;
+      ASSERT_EQ(walk.grid % grid, 0u);
+      EXPECT_EQ(cut & (cut - 1), 0u) << "a power of two";
+      EXPECT_LE(cut, streamkit::detail::walk_grid_refinement);
+      double const per_cell = static_cast<double>(n) / static_cast<double>(walk.cells());
+      if (cut > 1) { EXPECT_GE(per_cell, streamkit::detail::walk_cell_observations); }
+      if (cut < streamkit::detail::walk_grid_refinement) { EXPECT_LT(per_cell / 4.0, streamkit::detail::walk_cell_observations); }
+    }
+  }
+}
+
 // One test a class and engine (each a process of its own under the sanitizers: the five classes in one
 // test did not finish in ten minutes under racecheck, nor one class with every engine).
 class HostileDeepTree : public ::testing::TestWithParam<std::tuple<std::string, engine>> {

@@ -337,14 +337,18 @@ __device__ inline std::uint32_t warp_group_add(std::uint32_t* counter, unsigned 
   return __shfl_sync(group, base, leader) + static_cast<std::uint32_t>(__popc(group & ((1u << lane) - 1u)));
 }
 
-/// The observations that walk the tree (of cells without a list): their ids and cells in arrival
-/// order (`ids`, `cells`, *count of them), and how many each cell has (`per_cell`), from which
-/// tree_cell_walk_order puts them in cell order.
+/// The observations that walk the tree (of cells without a list): their ids and their cells of `grid`
+/// in arrival order (`ids`, `cells`, *count of them), and how many each such cell has (`per_cell`), from
+/// which tree_cell_walk_order puts them in that cell order. `grid` is finer than the lists' grid
+/// (cell_plan::walk_grid), so that a warp of walkers holds neighbours, as the Morton order of a walk
+/// without lists does: in one list cell's random arrival order, a warp's observations are spread over
+/// the whole cell and want more of the tree.
 struct cell_walk_queue {
   std::uint32_t* ids;
   std::uint32_t* cells;
   std::uint32_t* count;
   std::uint32_t* per_cell;
+  cube_grid grid;
 };
 
 /// The largest float32 squared chord (float_vector_error apart from its float64 vector, as the k = 1
@@ -424,9 +428,10 @@ __global__ void __launch_bounds__(cell_threads)
   unsigned const walking = __ballot_sync(__activemask(), walks);
   if (walks) {
     std::uint32_t const slot = warp_group_add(walkers.count, walking);
+    std::uint32_t const walk_cell = walkers.grid.cell_of(p);
     walkers.ids[slot] = static_cast<std::uint32_t>(i);
-    walkers.cells[slot] = cell;
-    (void)warp_group_add(walkers.per_cell + cell, __match_any_sync(walking, cell));
+    walkers.cells[slot] = walk_cell;
+    (void)warp_group_add(walkers.per_cell + walk_cell, __match_any_sync(walking, walk_cell));
     return;
   }
   list.write(result, i, 1, lat, lon, tree.coordinates, scale);
@@ -436,9 +441,9 @@ __global__ void __launch_bounds__(cell_threads)
 /// Blocks of tree_cell_walk_order, which loops over the queue: it is usually empty.
 inline constexpr unsigned cell_walk_order_blocks = 1024;
 
-/// The walkers' ids in cell order, into `ordered`: `starts` holds each cell's first place (the
-/// exclusive sum of walkers.per_cell) and is advanced past its walkers. Within a cell the order is
-/// that of the atomics; the walk's answers do not depend on it.
+/// The walkers' ids in the order of their cells of walkers.grid, into `ordered`: `starts` holds each
+/// cell's first place (the exclusive sum of walkers.per_cell) and is advanced past its walkers. Within a
+/// cell the order is that of the atomics; the walk's answers do not depend on it.
 static __global__ void __launch_bounds__(cell_threads)
   tree_cell_walk_order(cell_walk_queue walkers, std::uint32_t* starts, std::uint32_t* ordered)
 {
