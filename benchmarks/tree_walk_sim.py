@@ -13,14 +13,16 @@ also W warps' shared walks (without the switch to the walk alone) over N uniform
 a 30-bit key (the tree's, or --observation-keys), or with --observation-keys cell in the order the walk of a
 cell-list query took them before the nineteenth session (by the cube-map cell of the grid cell_plan picks for M, in
 random order within a cell), or with --observation-keys walkcell as it takes them now (by the cell of the finer grid of
-walk_grid_for): steps, leaves entered, scans and float64 tests per thread.
+walk_grid_for): steps, leaves entered, scans and float64 tests per thread. With --no-margins, the float64 tests
+without their rounding margins (2^-50 and 2^-49 of the chord, the capsules' radii): the walk of tests whose rounding
+would not grow with the distance to the observation (anchored at a reference near it), the cost the margins add.
 
 With --peer-workload NAME (a workload of benchmarks/peers_harness.py, its observations and references), W warps of
 its observations in the tree's order: the box tests a lane makes in the warp's shared walk (every lane tests every box
 the warp visits) against those each of its threads would make walking alone.
 
 usage: tree_walk_sim.py [--classes a,b] [--m M] [--sample S] [--k K] [--keys morton,hilbert]
-                        [--warps W] [--n N] [--observation-keys morton|hilbert|cell|walkcell]
+                        [--warps W] [--n N] [--observation-keys morton|hilbert|cell|walkcell] [--no-margins]
        tree_walk_sim.py --peer-workload gps_1M_places_k1|clustered_2^22x2^20_k1|... --warps W
        tree_walk_sim.py --peer-workload NAME --compare-trees [--sample S]
        tree_walk_sim.py --classes a,b --m M --compare-trees [--sample S]     (uniform observations)
@@ -46,6 +48,9 @@ from distributed_model import spread_bits_2d  # the cube map's 2-D Morton interl
 
 LEAF = 16
 U24 = 2.0 ** -24
+# The float64 tests' rounding margins as relative and absolute terms (2^-50, 2^-49, ...); --no-margins sets them to 0:
+# the walk of tests whose rounding no longer depends on where the points lie (anchored at a nearby reference).
+MARGIN = 1.0
 
 
 def unit(lat, lon):
@@ -177,7 +182,7 @@ class Tree:
             a = e[np.argmin(e[:, axis])]
             b = e[np.argmax(e[:, axis])]
             ca[v], cb[v] = a, b
-            cr[v] = np.sqrt(seg_d2(e, a, b)).max() * (1 + 2 ** -50) + 2 ** -50
+            cr[v] = np.sqrt(seg_d2(e, a, b)).max() * (1 + MARGIN * 2 ** -50) + MARGIN * 2 ** -50
         level = leaves // 2
         while level >= 1:
             v = np.arange(level, 2 * level)
@@ -196,7 +201,7 @@ class Tree:
                 a = ends[np.argmin(ends[:, axis])]
                 b = ends[np.argmax(ends[:, axis])]
                 ca[node], cb[node] = a, b
-                cr[node] = ((np.sqrt(seg_d2(ends, a, b)) + np.array(radii)).max()) * (1 + 2 ** -52)
+                cr[node] = ((np.sqrt(seg_d2(ends, a, b)) + np.array(radii)).max()) * (1 + MARGIN * 2 ** -52)
             level //= 2
         self.low, self.high, self.ca, self.cb, self.cr = low, high, ca, cb, cr
         with np.errstate(over="ignore"):
@@ -266,11 +271,11 @@ class Threads:
         if mid.any():
             self.float64 += int(mid.sum())
             ww = w[mid]
-            reach = np.sqrt(ww) * (1 + 2 ** -50) + np.where(np.sqrt(ww) < 2 ** -46, 2 ** -48, 2 ** -50)
+            reach = np.sqrt(ww) * (1 + MARGIN * 2 ** -50) + MARGIN * np.where(np.sqrt(ww) < 2 ** -46, 2 ** -48, 2 ** -50)
             limit = reach + tree.cr[v]
-            along = limit * limit * (1 + 2 ** -50) - seg_d2(Q[mid], tree.ca[v], tree.cb[v])
+            along = limit * limit * (1 + MARGIN * 2 ** -50) - seg_d2(Q[mid], tree.ca[v], tree.cb[v])
             dd = np.maximum(np.maximum(tree.low[v] - Q[mid], Q[mid] - tree.high[v]), 0)
-            rr = np.minimum(ww - (dd * dd).sum(1) * (1 - 2 ** -49), along)
+            rr = np.minimum(ww - (dd * dd).sum(1) * (1 - MARGIN * 2 ** -49), along)
             r[mid] = np.where((along >= 0) & (rr >= 0), rr, 0.0)
         return r
 
@@ -512,7 +517,10 @@ def main():
     ap.add_argument("--observation-keys", default="", help="order the warps' observations by this key instead of the tree's")
     ap.add_argument("--peer-workload", default="", help="a benchmarks/peers_harness.py workload instead of --classes")
     ap.add_argument("--compare-trees", action="store_true", help="three trees' nearest-point costs")
+    ap.add_argument("--no-margins", action="store_true", help="the float64 tests without their rounding margins")
     args = ap.parse_args()
+    global MARGIN
+    MARGIN = 0.0 if args.no_margins else 1.0
     if args.peer_workload:
         import peers_harness
         from pathlib import Path
