@@ -15,14 +15,18 @@ cell-list query took them before the nineteenth session (by the cube-map cell of
 random order within a cell), or with --observation-keys walkcell as it takes them now (by the cell of the finer grid of
 walk_grid_for): steps, leaves entered, scans and float64 tests per thread. With --no-margins, the float64 tests
 without their rounding margins (2^-50 and 2^-49 of the chord, the capsules' radii): the walk of tests whose rounding
-would not grow with the distance to the observation (anchored at a reference near it), the cost the margins add.
+would not grow with the distance to the observation (anchored at a reference near it), the cost the margins add; as
+computed here (absolute float64 chords) that also prunes by rounding noise, so it is a lower bound. With --anchored, the
+list ranks δ(x) = |p − x|² − |p − a|² from an anchor a (the seed's first entry) and a box the float test cannot decide
+is tested from a in float (the smallest δ of its box and capsule, decided where it clears 2^-21 of its error scale),
+then in float64 (2^-47): the walk of branch proto/anchored-rank with anchored float box tests added (counted apart).
 
 With --peer-workload NAME (a workload of benchmarks/peers_harness.py, its observations and references), W warps of
 its observations in the tree's order: the box tests a lane makes in the warp's shared walk (every lane tests every box
 the warp visits) against those each of its threads would make walking alone.
 
 usage: tree_walk_sim.py [--classes a,b] [--m M] [--sample S] [--k K] [--keys morton,hilbert]
-                        [--warps W] [--n N] [--observation-keys morton|hilbert|cell|walkcell] [--no-margins]
+                        [--warps W] [--n N] [--observation-keys morton|hilbert|cell|walkcell] [--no-margins|--anchored]
        tree_walk_sim.py --peer-workload gps_1M_places_k1|clustered_2^22x2^20_k1|... --warps W
        tree_walk_sim.py --peer-workload NAME --compare-trees [--sample S]
        tree_walk_sim.py --classes a,b --m M --compare-trees [--sample S]     (uniform observations)
@@ -51,6 +55,11 @@ U24 = 2.0 ** -24
 # The float64 tests' rounding margins as relative and absolute terms (2^-50, 2^-49, ...); --no-margins sets them to 0:
 # the walk of tests whose rounding no longer depends on where the points lie (anchored at a nearby reference).
 MARGIN = 1.0
+# --anchored: distances measured from an anchor a (each thread's seed's first entry), δ(x) = |p − x|² − |p − a|²
+# = e·(e − 2v), e = x − a, v = p − a, whose rounding is relative to |e| (|e| + 2|v|): the list ranks δ, and a box the float
+# test cannot decide gets an anchored float test of its box and capsule (error 2^-21 of that scale), then, if still
+# undecided, the same in float64 (2^-47).
+ANCHORED = False
 
 
 def unit(lat, lon):
@@ -227,11 +236,17 @@ class Threads:
 
     def __init__(self, tree, Q, k):
         self.tree, self.Q, self.fQ, self.k = tree, Q, Q.astype(np.float32), k
-        self.best = np.full((len(Q), k), 4.0 + 1e-9)  # an unfilled slot: beyond any chord
-        self.boxes = self.float64 = self.scans = 0
+        self.boxes = self.float64 = self.scans = self.anchored_float = 0
         g = len(tree.points)
         at = np.minimum(np.searchsorted(tree.keys, keys(Q, tree.kind, 21)), g - 1) // LEAF
         self.seeds = np.ones(len(Q), np.int64) if tree.leaves == 1 else (tree.leaves + at) // 2
+        # The anchor (--anchored; else base 0 and the list holds squared chords): the seed's first entry.
+        first = np.zeros(len(Q), np.int64) if tree.leaves == 1 else 2 * self.seeds - tree.leaves
+        self.anchor = tree.padded[first * LEAF] if ANCHORED else Q
+        self.v = Q - self.anchor
+        self.base = (self.v * self.v).sum(1)
+        self.best = np.full((len(Q), k), 4.0 + 1e-9) - self.base[:, None]  # an unfilled slot: beyond any chord
+        self.best_scale = np.zeros((len(Q), k))  # the error scale of each entry's δ (--anchored)
         for t, seed in enumerate(self.seeds):
             for leaf in self.seed_leaves(seed):
                 if leaf * LEAF < g:
@@ -251,14 +266,24 @@ class Threads:
         self.scans += len(who)
         e = self.tree.padded[leaf * LEAF:(leaf + 1) * LEAF]
         e = e[~np.isnan(e[:, 0])]
-        c2 = ((self.Q[who][:, None, :] - e[None, :, :]) ** 2).sum(-1)
-        self.best[who] = np.sort(np.concatenate([self.best[who], c2], 1), 1)[:, :self.k]
+        if ANCHORED:
+            d = e[None, :, :] - self.anchor[who][:, None, :]
+            v = self.v[who][:, None, :]
+            c2 = (d * (d - 2 * v)).sum(-1)
+            scale = (np.abs(d) * (np.abs(d) + 2 * np.abs(v))).sum(-1)
+        else:
+            c2 = ((self.Q[who][:, None, :] - e[None, :, :]) ** 2).sum(-1)
+            scale = np.zeros_like(c2)
+        both = np.concatenate([self.best[who], c2], 1)
+        order = np.argsort(both, 1, kind="stable")[:, :self.k]
+        self.best[who] = np.take_along_axis(both, order, 1)
+        self.best_scale[who] = np.take_along_axis(np.concatenate([self.best_scale[who], scale], 1), order, 1)
 
     def room(self, v):
         """Each thread's room in node v (0: none), as box_room computes it."""
         tree, Q, fQ = self.tree, self.Q, self.fQ
         self.boxes += 1
-        w = self.best[:, -1]
+        w = self.base + self.best[:, -1]  # the worst entry's squared chord
         up = np.array([upper_of(x) for x in w], np.float32)
         lo = np.array([lower_of(x) for x in w], np.float32)
         d = np.maximum(np.maximum(tree.flow[v] - fQ, fQ - tree.fhigh[v]), np.float32(0))
@@ -268,7 +293,9 @@ class Threads:
         sure = bound < lo
         r[sure] = (up - bound)[sure] + 1.0
         mid = (bound <= up) & ~sure
-        if mid.any():
+        if mid.any() and ANCHORED:
+            r[mid] = self.anchored_room(v, np.nonzero(mid)[0])
+        elif mid.any():
             self.float64 += int(mid.sum())
             ww = w[mid]
             reach = np.sqrt(ww) * (1 + MARGIN * 2 ** -50) + MARGIN * np.where(np.sqrt(ww) < 2 ** -46, 2 ** -48, 2 ** -50)
@@ -278,6 +305,36 @@ class Threads:
             rr = np.minimum(ww - (dd * dd).sum(1) * (1 - MARGIN * 2 ** -49), along)
             r[mid] = np.where((along >= 0) & (rr >= 0), rr, 0.0)
         return r
+
+    def anchored_room(self, node, who):
+        """--anchored: the rooms of threads `who` in `node` from the smallest δ of its box and capsule, decided in float
+        where the float error scale (2^-21) allows, else in float64 (2^-47); counts both kinds of test."""
+        tree = self.tree
+        a, v, wd = self.anchor[who], self.v[who], self.best[who, -1]
+        lo, hi = tree.low[node] - a, tree.high[node] - a
+        c = np.clip(v, lo, hi)
+        box = (c * (c - 2 * v)).sum(1)
+        extent = np.maximum(np.abs(lo), np.abs(hi))
+        box_scale = (extent * (extent + 2 * np.abs(v))).sum(1)
+        u = tree.cb[node] - tree.ca[node]
+        w = v + (a - tree.ca[node])
+        uu = (u * u).sum()
+        t = np.clip((w * u).sum(1) / uu, 0.0, 1.0) if uu > 0 else np.zeros(len(who))
+        e = (tree.ca[node] - a) + t[:, None] * u
+        s_delta = (e * (e - 2 * v)).sum(1)
+        radius = tree.cr[node]
+        d = np.sqrt(np.maximum(self.base[who] + s_delta, 0.0))
+        capsule = np.where(d > radius, s_delta - radius * (2 * d - radius), -self.base[who])
+        span = (np.abs(e) + np.abs(u) + radius).sum(1)
+        capsule_scale = span * (span + 2 * np.abs(v).sum(1)) + radius * (2 * d + radius)
+        low = np.maximum(box, capsule)
+        scale = box_scale + capsule_scale + self.best_scale[who, -1]
+        room = wd - low
+        in_float = np.abs(room) > 2.0 ** -21 * scale
+        self.anchored_float += int(in_float.sum())
+        self.float64 += int((~in_float).sum())
+        room = np.where(in_float, room, room + 2.0 ** -47 * scale)
+        return np.where(room >= 0, np.maximum(room, 1e-300), 0.0)
 
 
 def walk(tree, q, k):
@@ -303,7 +360,7 @@ def walk(tree, q, k):
         if not th.is_seed(at)[0]:
             th.scan(at - tree.leaves, np.array([0]))
         at = 0
-    return th.boxes, th.float64, th.seed_scans + th.scans
+    return th.boxes, th.float64, th.seed_scans + th.scans, th.anchored_float
 
 
 def warp_walk(tree, Q, k):
@@ -474,7 +531,7 @@ def compare_trees(R, O, sample):
     for q in picks:
         th = Threads(tree, q[None, :], 1)  # scans the seed's leaves
         seed = [tree.leaves + leaf for leaf in th.seed_leaves(th.seeds[0])]
-        b, p = nearest_cost(implicit, 1, q, th.best[0, 0], seed)
+        b, p = nearest_cost(implicit, 1, q, th.base[0] + th.best[0, 0], seed)
         seeded.append((b, p + sum(len(implicit.points(leaf)) for leaf in seed)))
     rows.append(("library's tree after its seed", seeded))
     for split, label in (("radix", "radix tree (Morton prefixes)"), ("median", "spatial-median BVH")):
@@ -518,9 +575,11 @@ def main():
     ap.add_argument("--peer-workload", default="", help="a benchmarks/peers_harness.py workload instead of --classes")
     ap.add_argument("--compare-trees", action="store_true", help="three trees' nearest-point costs")
     ap.add_argument("--no-margins", action="store_true", help="the float64 tests without their rounding margins")
+    ap.add_argument("--anchored", action="store_true", help="ranking and undecided boxes measured from an anchor")
     args = ap.parse_args()
-    global MARGIN
+    global MARGIN, ANCHORED
     MARGIN = 0.0 if args.no_margins else 1.0
+    ANCHORED = args.anchored
     if args.peer_workload:
         import peers_harness
         from pathlib import Path
@@ -552,7 +611,8 @@ def main():
             tree = Tree(R, kind)
             c = np.array([walk(tree, q, args.k) for q in obs])
             print(f"{cls:12s} m={args.m} k={args.k} {kind:8s} boxes mean {c[:, 0].mean():7.1f} p90 {np.percentile(c[:, 0], 90):7.1f}"
-                  f"  float64 {c[:, 1].mean():7.1f}  leaves mean {c[:, 2].mean():6.1f} p90 {np.percentile(c[:, 2], 90):6.1f}", flush=True)
+                  f"  float64 {c[:, 1].mean():7.1f}  leaves mean {c[:, 2].mean():6.1f} p90 {np.percentile(c[:, 2], 90):6.1f}"
+                  + (f"  anchored float {c[:, 3].mean():7.1f}" if args.anchored else ""), flush=True)
             if args.warps:
                 wr = np.random.default_rng(11)
                 z = wr.uniform(-1, 1, args.n)

@@ -18,9 +18,11 @@
 # STREAMKIT_GPU_CHECK_STEPS picks the steps (default "tests memcheck synccheck initcheck racecheck");
 # STREAMKIT_RACECHECK_SHARD=i/n runs racecheck over every n-th test only (see below), and
 # STREAMKIT_RACECHECK_TESTS (a gtest filter, default every test) over those it selects.
-# STREAMKIT_SANITIZER_JOBS=J (default 1) runs each tool as J processes at once on the one GPU: memcheck,
-# synccheck and initcheck as J gtest shards (GTEST_TOTAL_SHARDS), racecheck J tests at a time. The
-# sanitizers' host-side work spreads over the cores.
+# STREAMKIT_SANITIZER_JOBS=J (default 1) runs each tool as J processes at once: memcheck, synccheck and
+# initcheck as J gtest shards (GTEST_TOTAL_SHARDS), racecheck J tests at a time. The sanitizers' host-side
+# work spreads over the cores, and with J > 1 the processes spread over the GPUs in turn, one GPU each
+# (CUDA_VISIBLE_DEVICES): STREAMKIT_GPU_CHECK_DEVICES (comma-separated ids), else CUDA_VISIBLE_DEVICES,
+# else every GPU nvidia-smi lists. A single process sees every GPU, so the tests that need two run.
 # Each memcheck, synccheck and initcheck run is limited to STREAMKIT_SANITIZER_TIMEOUT seconds (default
 # 300; the whole suite takes under 60 s per tool on an H100) and a run that goes over is killed and
 # reported as a failure naming the test it was in. racecheck runs each test in a process of its own,
@@ -83,17 +85,34 @@ fuzz_shapes=${STREAMKIT_SANITIZER_FUZZ_SHAPES:-20}
 failed=$status
 
 jobs=${STREAMKIT_SANITIZER_JOBS:-1}
+# The GPUs the sanitizer processes take in turn when there are several (jobs > 1).
+if [ -n "${STREAMKIT_GPU_CHECK_DEVICES:-}" ]; then
+  IFS=, read -r -a devices <<<"$STREAMKIT_GPU_CHECK_DEVICES"
+elif [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+  IFS=, read -r -a devices <<<"$CUDA_VISIBLE_DEVICES"
+else
+  mapfile -t devices < <(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null)
+fi
+[ ${#devices[@]} -eq 0 ] && devices=("")
+# The device process number `slot` runs on: empty (every GPU the script sees) for one process.
+device_for() {
+  if [ "$jobs" -le 1 ] || [ -z "${devices[0]}" ]; then echo ""; else echo "${devices[$(($1 % ${#devices[@]}))]}"; fi
+}
 
-# Runs the sanitizer `tool` over the tests that `filter` selects, killed after `seconds`; sets $code.
-# The environment of the run carries a mark of its own, so that a child the killed sanitizer left
-# behind is found by it, never another run's (with STREAMKIT_SANITIZER_JOBS > 1 several run at once).
+# Runs the sanitizer `tool` over the tests that `filter` selects, killed after `seconds`, on GPU
+# $device (every GPU when empty); sets $code. The environment of the run carries a mark of its own, so
+# that a child the killed sanitizer left behind is found by it, never another run's (with
+# STREAMKIT_SANITIZER_JOBS > 1 several run at once).
+device=""
 sanitize() {
   local tool=$1 filter=$2 seconds=$3 log=$4 extremes=1
   shift 4
   [ "$tool" = racecheck ] && extremes=0
   local mark="$BASHPID.$RANDOM.$SECONDS"
+  local visible=()
+  [ -n "$device" ] && visible=(env CUDA_VISIBLE_DEVICES="$device")
   STREAMKIT_SANITIZE_RUN=$mark STREAMKIT_FUZZ_SHAPES=$fuzz_shapes STREAMKIT_FUZZ_GIANT=0 STREAMKIT_FUZZ_EXTREMES=$extremes \
-    timeout -s KILL "$seconds" "$sanitizer" --tool "$tool" "$@" --report-api-errors no --error-exitcode 99 "$binary" \
+    "${visible[@]}" timeout -s KILL "$seconds" "$sanitizer" --tool "$tool" "$@" --report-api-errors no --error-exitcode 99 "$binary" \
     --gtest_filter="$filter" >"$log" 2>&1
   code=$?
   if [ $code -eq 137 ]; then
@@ -125,6 +144,7 @@ sanitize_sharded() {
   local shard pids=()
   for ((shard = 0; shard < jobs; ++shard)); do
     (export GTEST_TOTAL_SHARDS=$jobs GTEST_SHARD_INDEX=$shard
+     device=$(device_for "$shard")
      sanitize "$tool" "$filter" "$seconds" "$log.$shard" "$@"
      exit $code) &
     pids+=($!)
@@ -200,8 +220,11 @@ if [[ $steps == *" racecheck "* ]]; then
     echo "$code $kills" >"$log.status"
   }
   running=0
+  launched=0
   for name in $race_tests; do
-    race_one "$name" &
+    (device=$(device_for "$launched")
+     race_one "$name") &
+    launched=$((launched + 1))
     running=$((running + 1))
     if [ $running -ge "$jobs" ]; then
       wait -n
