@@ -52,7 +52,7 @@ from distributed_model import spread_bits_2d  # the cube map's 2-D Morton interl
 
 LEAF = 16
 U24 = 2.0 ** -24
-# The float64 tests' rounding margins as relative and absolute terms (2^-50, 2^-49, ...); --no-margins sets them to 0:
+# The float64 tests' rounding margins (2^-50, 2^-49, ... of the chord; the capsules' of their own scale); --no-margins sets them to 0:
 # the walk of tests whose rounding no longer depends on where the points lie (anchored at a nearby reference).
 MARGIN = 1.0
 # --anchored: distances measured from an anchor a (each thread's seed's first entry), δ(x) = |p − x|² − |p − a|²
@@ -191,7 +191,9 @@ class Tree:
             a = e[np.argmin(e[:, axis])]
             b = e[np.argmax(e[:, axis])]
             ca[v], cb[v] = a, b
-            cr[v] = np.sqrt(seg_d2(e, a, b)).max() * (1 + MARGIN * 2 ** -50) + MARGIN * 2 ** -50
+            # segment_distance_above: the rounding is relative to |e − a|₁ + |b − a|₁, the leaf's own scale
+            local = np.abs(e - a).sum(1) + np.abs(b - a).sum()
+            cr[v] = (np.sqrt(seg_d2(e, a, b)) * (1 + MARGIN * 2 ** -50) + MARGIN * local * 2 ** -50).max()
         level = leaves // 2
         while level >= 1:
             v = np.arange(level, 2 * level)
