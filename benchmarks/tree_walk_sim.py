@@ -26,7 +26,7 @@ its observations in the tree's order: the box tests a lane makes in the warp's s
 the warp visits) against those each of its threads would make walking alone.
 
 usage: tree_walk_sim.py [--classes a,b] [--m M] [--sample S] [--k K] [--keys morton,hilbert]
-                        [--warps W] [--n N] [--observation-keys morton|hilbert|cell|walkcell] [--no-margins|--anchored]
+                        [--warps W] [--n N] [--observation-keys morton|hilbert|cell|walkcell] [--no-margins|--anchored] [--near-tie E]
        tree_walk_sim.py --peer-workload gps_1M_places_k1|clustered_2^22x2^20_k1|... --warps W
        tree_walk_sim.py --peer-workload NAME --compare-trees [--sample S]
        tree_walk_sim.py --classes a,b --m M --compare-trees [--sample S]     (uniform observations)
@@ -60,6 +60,9 @@ MARGIN = 1.0
 # test cannot decide gets an anchored float test of its box and capsule (error 2^-21 of that scale), then, if still
 # undecided, the same in float64 (2^-47).
 ANCHORED = False
+# --near-tie E: a box tested in float64 is measured against (1 − E) times the worst entry instead of the worst entry (branch
+# near-tie-threshold's tree_near_tie, here from the first step on).
+NEAR_TIE = 0.0
 
 
 def unit(lat, lon):
@@ -299,7 +302,7 @@ class Threads:
             r[mid] = self.anchored_room(v, np.nonzero(mid)[0])
         elif mid.any():
             self.float64 += int(mid.sum())
-            ww = w[mid]
+            ww = w[mid] * (1 - NEAR_TIE)
             reach = np.sqrt(ww) * (1 + MARGIN * 2 ** -50) + MARGIN * np.where(np.sqrt(ww) < 2 ** -46, 2 ** -48, 2 ** -50)
             limit = reach + tree.cr[v]
             along = limit * limit * (1 + MARGIN * 2 ** -50) - seg_d2(Q[mid], tree.ca[v], tree.cb[v])
@@ -578,8 +581,10 @@ def main():
     ap.add_argument("--compare-trees", action="store_true", help="three trees' nearest-point costs")
     ap.add_argument("--no-margins", action="store_true", help="the float64 tests without their rounding margins")
     ap.add_argument("--anchored", action="store_true", help="ranking and undecided boxes measured from an anchor")
+    ap.add_argument("--near-tie", type=float, default=0.0, help="float64 box tests against (1 - E) times the worst entry")
     args = ap.parse_args()
-    global MARGIN, ANCHORED
+    global MARGIN, ANCHORED, NEAR_TIE
+    NEAR_TIE = args.near_tie
     MARGIN = 0.0 if args.no_margins else 1.0
     ANCHORED = args.anchored
     if args.peer_workload:
