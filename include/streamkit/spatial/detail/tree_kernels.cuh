@@ -598,6 +598,25 @@ __device__ __forceinline__ bool rank_entry(tree_view const& tree, std::size_t at
   return member > 0;
 }
 
+/// How much nearer than a full list's worst entry W a box must come for the walk to enter it: a box
+/// whose float64 tests put every reference in it above (1 − tree_near_tie) W is skipped. Each reference
+/// the walk skips then has a float64 squared chord above (1 − tree_near_tie) times the final worst entry,
+/// so slot j of a row is within a relative tree_near_tie (16 float64 ulps; the chord within 2^-49, 1.8e-15)
+/// of the float64 brute force's slot j, and the two differ only among such near-ties. Seen from afar,
+/// the points of a tiny circle round a pole near its nearest one lie within rounding of each other, and
+/// their number grows with the density; with W itself as the threshold, the tests' margins let in all of
+/// them (a CPU count of one thread at 2^22 references, benchmarks/tree_walk_sim.py: 38.5 leaves, 9.5 with
+/// 2^-47, 16.7 with 2^-48). Only a full list skips so: below it stands the caller's max_distance.
+/// Uniform inputs make no float64 box test and are unaffected.
+inline constexpr double tree_near_tie = 0x1.0p-48;
+
+/// The threshold the walk's box tests measure rooms against (tree_near_tie).
+template <int K>
+__device__ __forceinline__ double walk_threshold(knn_list<K> const& list)
+{
+  return list.id[K - 1] != no_reference ? list.worst() * (1.0 - tree_near_tie) : list.worst();
+}
+
 /// Entries per load batch of a leaf scan: their loads are issued together.
 inline constexpr int tree_scan_batch = 8;
 
@@ -686,13 +705,13 @@ __device__ __forceinline__ void scan_leaf(tree_view const& tree, std::size_t lea
     for (int b = 0; b < tree_leaf_size; b += tree_scan_batch) {
       unsigned const passed = filter_batch(tree, first + b, filter, 0);
       if (rank_passed(tree, first + b, passed, precise_p, list)) {
-        bounds = search_bounds(list.worst());
+        bounds = search_bounds(walk_threshold(list));
         filter.update(list.worst());
       }
     }
   } else {
     for (int b = 0; b < tree_leaf_size; b += tree_scan_batch) {
-      if (rank_passed(tree, first + b, filter_batch(tree, first + b, p, bounds, 0), precise_p, list)) { bounds = search_bounds(list.worst()); }
+      if (rank_passed(tree, first + b, filter_batch(tree, first + b, p, bounds, 0), precise_p, list)) { bounds = search_bounds(walk_threshold(list)); }
     }
   }
 }
@@ -757,7 +776,7 @@ __device__ __forceinline__ void scan_leaf_together(tree_view const& tree, std::s
       if (lane == low_owner || lane == high_owner) { taken |= list.offer(nearest, nearest_id); }
     }
   }
-  if (taken) { bounds = search_bounds(list.worst()); }
+  if (taken) { bounds = search_bounds(walk_threshold(list)); }
 }
 
 /// When a warp's threads go on alone (tree_search_one): once the walk they share has taken at least
@@ -806,7 +825,7 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
   search_bounds bounds(list.worst());
   if (!valid) { bounds.upper = -cuda::std::numeric_limits<float>::infinity(); }
   auto const room = [&](std::size_t node) {
-    return box_room<(K >= 32)>(p, precise_p, tree.nodes[node], tree.precise_nodes[node], tree.capsules[node], bounds, list.worst());
+    return box_room<(K >= 32)>(p, precise_p, tree.nodes[node], tree.precise_nodes[node], tree.capsules[node], bounds, walk_threshold(list));
   };
   // The seed: the leaves under seed_node(), scanned first and skipped by the walk.
   std::size_t const groups = *tree.group_count;
