@@ -248,13 +248,17 @@ inline double device_chord2(streamkit::detail::vec4<double> const& p, streamkit:
   return std::fma(dx, dx, std::fma(dy, dy, dz * dz));
 }
 
-/// Whether squared chords a and b are within the tree walk's near-tie bound of each other (tree_near_tie,
-/// tree_kernels.cuh: the walk skips a box only when every reference in it lies above (1 − tree_near_tie)
-/// times its worst entry, that product rounded once).
+/// The near-tie bound tree_index.cuh documents (a relative 2^-48 in squared chord), written out rather
+/// than read from the kernels' tree_near_tie, so that a walk that skips more fails the tests.
+inline constexpr double documented_near_tie = 0x1.0p-48;
+
+/// Whether squared chords a and b are within documented_near_tie of each other (a long walk skips a box
+/// only when every reference in it lies above (1 − tree_near_tie) times its worst entry, that product
+/// rounded once).
 inline bool within_near_tie(double a, double b)
 {
   double const low = std::min(a, b), high = std::max(a, b);
-  return high * (1.0 - streamkit::detail::tree_near_tie) * (1.0 - 0x1.0p-52) <= low;
+  return high * (1.0 - documented_near_tie) * (1.0 - 0x1.0p-52) <= low;
 }
 
 /// Requires the same indices in the same slots (the engines rank by the same float64 values).
