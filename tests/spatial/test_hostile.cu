@@ -231,25 +231,34 @@ TEST_P(HostileCellLists, EveryRowAsTheWalkK1_16_32)
 INSTANTIATE_TEST_SUITE_P(HostileInputs, HostileCellLists, ::testing::ValuesIn(every_class_name()),
                          [](::testing::TestParamInfo<std::string> const& info) { return test_name_of(info.param); });
 
-/// The k smallest of each observation's float64 squared chords as the kernels compute them (device_chord2
-/// over device_unit_vectors): the float64 brute force's, which a long tree walk answers within
-/// documented_near_tie of. Row i: nearest first.
-std::vector<double> kernel_chord_knn(std::vector<streamkit::detail::vec4<double>> const& obs,
+/// The float64 brute force over the kernels' own squared chords (device_chord2 over device_unit_vectors):
+/// row i's k nearest, nearest first, exact ties to the smallest index.
+struct kernel_chord_answer {
+  std::vector<double> chord;
+  std::vector<std::size_t> index;
+};
+
+kernel_chord_answer kernel_chord_knn(std::vector<streamkit::detail::vec4<double>> const& obs,
                                      std::vector<streamkit::detail::vec4<double>> const& refs, std::size_t k)
 {
-  std::vector<double> out(obs.size() * k);
+  kernel_chord_answer out{std::vector<double>(obs.size() * k, std::numeric_limits<double>::infinity()),
+                          std::vector<std::size_t>(obs.size() * k, refs.size())};
   streamkit_test::parallel_for(
     obs.size(),
     [&](std::size_t begin, std::size_t end) {
       for (std::size_t i = begin; i < end; ++i) {
-        double* const row = out.data() + i * k;  // sorted; ascending j keeps ties in index order
-        std::fill(row, row + k, std::numeric_limits<double>::infinity());
+        double* const row = out.chord.data() + i * k;  // sorted; ascending j keeps ties in index order
+        std::size_t* const row_index = out.index.data() + i * k;
         for (std::size_t j = 0; j < refs.size(); ++j) {
           double const c = streamkit_test::device_chord2(obs[i], refs[j]);
           if (!(c < row[k - 1])) { continue; }
           std::size_t slot = k - 1;
-          for (; slot > 0 && c < row[slot - 1]; --slot) { row[slot] = row[slot - 1]; }
+          for (; slot > 0 && c < row[slot - 1]; --slot) {
+            row[slot] = row[slot - 1];
+            row_index[slot] = row_index[slot - 1];
+          }
           row[slot] = c;
+          row_index[slot] = j;
         }
       }
     },
@@ -277,7 +286,7 @@ TEST(HostileNearTies, TreeWalkIsWithinTheNearTieBoundOfTheFloat64BruteForce)
   auto const refs = upload<double>(refs_points, angle_unit::radians, false, s);
   auto const obs_vectors = streamkit_test::device_unit_vectors(obs.points, s);
   auto const ref_vectors = streamkit_test::device_unit_vectors(refs.points, s);
-  std::vector<double> const want = kernel_chord_knn(obs_vectors, ref_vectors, streamkit::max_neighbors);
+  std::vector<double> const want = kernel_chord_knn(obs_vectors, ref_vectors, streamkit::max_neighbors).chord;
   for (std::size_t const k : hostile_k) {
     SCOPED_TRACE("k = " + std::to_string(k));
     auto const got = search<std::int64_t>(engine::tree, obs.points, refs.points, k, k, options_with(nn_precision::exact), s);
@@ -301,6 +310,72 @@ TEST(HostileNearTies, TreeWalkIsWithinTheNearTieBoundOfTheFloat64BruteForce)
     std::printf("k = %zu: %zu of %zu rows differ from the float64 brute force among near-ties\n", k, differing_rows, n);
     EXPECT_EQ(beyond, 0U) << "slots beyond the near-tie bound";
   }
+}
+
+// Exact ties between distinct references, in every slot: 64 sites, each two clusters mirrored across the
+// equator, of 16 points one ulp of T apart in latitude (2,048 references, shuffled), seen from 4,096
+// observations on the equator. Negating a latitude negates its unit vector's z exactly, so each reference
+// has a twin at the same float64 squared chord, and a cluster's neighbours share it too; a cluster's box
+// lies within rounding of its points, so a walk that skipped near-ties would skip the twin's. Every slot
+// of every engine, k = 1, 16 and 32, float and double, must hold the float64 brute force's reference
+// (device_chord2), ties to the smallest index: a tree of 2,048 entries is too small for any walk to
+// reach tree_near_tie_steps.
+template <class T>
+void expect_exact_ties_to_the_smallest_index()
+{
+  std::mt19937_64 rng(streamkit_test::fresh_seed());
+  constexpr std::size_t sites = 64, cluster = 16, n = 4096;
+  std::uniform_real_distribution<double> site_lat(2.0, 30.0), longitude(-180.0, 180.0);
+  std::vector<std::pair<T, T>> points;
+  for (std::size_t site = 0; site < sites; ++site) {
+    T lat = static_cast<T>(site_lat(rng));
+    T const lon = static_cast<T>(longitude(rng));
+    for (std::size_t member = 0; member < cluster; ++member, lat = std::nextafter(lat, T{90})) {
+      points.emplace_back(lat, lon);
+      points.emplace_back(-lat, lon);
+    }
+  }
+  std::shuffle(points.begin(), points.end(), rng);
+  point_set refs_points, obs_points;
+  for (auto const& [lat, lon] : points) { refs_points.add(lat, lon); }
+  for (std::size_t i = 0; i < n; ++i) { obs_points.add(0.0, static_cast<T>(longitude(rng))); }
+  streamkit::stream const s(0);
+  auto const obs = upload<T>(obs_points, angle_unit::degrees, false, s);
+  auto const refs = upload<T>(refs_points, angle_unit::degrees, false, s);
+  auto const want = kernel_chord_knn(streamkit_test::device_unit_vectors(obs.points, s), streamkit_test::device_unit_vectors(refs.points, s),
+                                     streamkit::max_neighbors + 1);
+  std::size_t tied_rows = 0;  // rows whose nearest is tied
+  for (std::size_t i = 0; i < n; ++i) { tied_rows += want.chord[i * (streamkit::max_neighbors + 1)] == want.chord[i * (streamkit::max_neighbors + 1) + 1] ? 1 : 0; }
+  std::printf("%zu of %zu rows have a tied nearest reference\n", tied_rows, n);
+  ASSERT_GT(tied_rows, n / 2) << "the mirrored clusters should tie most rows' nearest";
+  for (engine const e : {engine::tree, engine::brute_force, engine::front_end}) {
+    for (std::size_t const k : hostile_k) {
+      SCOPED_TRACE(std::string(name_of(e)) + ", k = " + std::to_string(k));
+      auto const got = search<std::int64_t>(e, obs.points, refs.points, k, k, options_with(nn_precision::exact), s);
+      std::size_t differing = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        for (std::size_t j = 0; j < k; ++j) {
+          std::int64_t const expected = static_cast<std::int64_t>(want.index[i * (streamkit::max_neighbors + 1) + j]);
+          if (got.index[i * k + j] != expected && differing++ < 5) {
+            ADD_FAILURE() << "row " << i << " slot " << j << ": " << got.index[i * k + j] << ", the brute force's " << expected;
+          }
+        }
+      }
+      EXPECT_EQ(differing, 0U) << "slots that differ from the float64 brute force";
+    }
+  }
+}
+
+TEST(HostileExactTies, DistinctReferencesAtOneDistanceGoToTheSmallestIndexFloat)
+{
+  STREAMKIT_REQUIRE_GPU();
+  expect_exact_ties_to_the_smallest_index<float>();
+}
+
+TEST(HostileExactTies, DistinctReferencesAtOneDistanceGoToTheSmallestIndexDouble)
+{
+  STREAMKIT_REQUIRE_GPU();
+  expect_exact_ties_to_the_smallest_index<double>();
 }
 
 // The walkers' grid (detail::walk_grid_for): the lists' grid cut by a power of two, at most
