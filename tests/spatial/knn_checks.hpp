@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -215,6 +216,49 @@ void check(host_result<Index, T> const& got, knn_answer const& expected, radians
            std::size_t k, std::size_t stride, engine e, streamkit::nearest_options const& options)
 {
   check(got, expected, obs, refs, k, stride, engine_behind(e, obs.size(), refs.size(), k, options.precision), options);
+}
+
+/// Writes the float64 unit vector of each point as the search kernels compute it (load_point, unit_vector).
+template <class T>
+__global__ void device_unit_vectors_kernel(streamkit::points_ref<T> points, streamkit::detail::vec4<double>* out)
+{
+  std::size_t const i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (i >= points.count) { return; }
+  double lat = 0.0, lon = 0.0;
+  bool const valid = streamkit::detail::load_point(points, i, lat, lon);
+  out[i] = streamkit::detail::unit_vector<double>(lat, lon, valid);
+}
+
+/// The float64 unit vectors the search kernels rank `points` with, on the host.
+template <class T>
+std::vector<streamkit::detail::vec4<double>> device_unit_vectors(streamkit::points_ref<T> const& points, streamkit::stream const& s)
+{
+  streamkit::device_buffer<streamkit::detail::vec4<double>> out(points.count, s);
+  if (points.count > 0) {
+    device_unit_vectors_kernel<T><<<static_cast<unsigned>((points.count + 255) / 256), 256, 0, s.value()>>>(points, out.data());
+    STREAMKIT_CHECK_LAUNCH();
+  }
+  return to_host(out, s);
+}
+
+/// The float64 squared chord between two such vectors, bit for bit as the kernels' chord2 computes it.
+inline double device_chord2(streamkit::detail::vec4<double> const& p, streamkit::detail::vec4<double> const& q)
+{
+  double const dx = p.x - q.x, dy = p.y - q.y, dz = p.z - q.z;
+  return std::fma(dx, dx, std::fma(dy, dy, dz * dz));
+}
+
+/// The near-tie bound tree_index.cuh documents (a relative 2^-48 in squared chord), written out rather
+/// than read from the kernels' tree_near_tie, so that a walk that skips more fails the tests.
+inline constexpr double documented_near_tie = 0x1.0p-48;
+
+/// Whether squared chords a and b are within documented_near_tie of each other (a long walk skips a box
+/// only when every reference in it lies above (1 − tree_near_tie) times its worst entry, that product
+/// rounded once).
+inline bool within_near_tie(double a, double b)
+{
+  double const low = std::min(a, b), high = std::max(a, b);
+  return high * (1.0 - documented_near_tie) * (1.0 - 0x1.0p-52) <= low;
 }
 
 /// Requires the same indices in the same slots (the engines rank by the same float64 values).

@@ -22,17 +22,25 @@
 /// candidates in registers. A float32 filter, whose bound covers float32 rounding, decides which
 /// entries are ranked in float64 (squared chords between float64 unit vectors, as the brute force's
 /// exact mode), with ties to the smallest reference index: the answer is the float64 brute force's
-/// for every k in both precision modes. A group is ranked once and offered with its k smallest
+/// for every k in both precision modes, up to near-ties. A group is ranked once and offered with its k smallest
 /// indices; a box narrower than ~6e-5 rad (the float filter cannot tell its points apart) is also
 /// tested in float64, box and capsule, so a pile of identical points, or millions within a metre, cost a query about
-/// what a uniform set does. Reported distances are float64 haversines of the returned pairs.
+/// what a uniform set does. Near-ties: a walk longer than 256 steps (detail::tree_near_tie_steps; never
+/// over uniform references nor in a tree of up to 2,048 entries) skips a box whose float64 tests put every
+/// reference in it above (1 − 2^-48) times the list's worst entry (detail::tree_near_tie), so slot j of its
+/// row holds a reference whose float64 squared chord is within a relative 2^-48 (16 ulps; the chord within
+/// 2^-49, 1.8e-15) of the brute force's slot j: seen from afar, the hundreds of points of a tiny circle round
+/// a pole that lie within float64 rounding of the nearest one are not all ranked. Among such near-ties
+/// (distinct references at one float64 distance too) which one a long walk returns may depend on the other
+/// observations of the query (a warp walks together); identical references always keep their index order.
+/// Reported distances are float64 haversines of the returned pairs.
 ///
 /// Many observations against few references (from 2^21 observations, at least 16 per reference, up to 2^18 references): the
 /// query answers from cell lists instead (detail/tree_cells.cuh). The sphere is cut into the cells of
 /// a cube map, about two per reference; the tree gives each cell the k nearest of its centre
 /// and then every entry that can be among the k nearest of any point of the cell. Each observation
 /// scans its cell's list with the same float32 filter and float64 ranking, so the answers are the
-/// walk's, bit for bit. For k > 1 the observations are first sorted by cell (a radix sort of keys of a
+/// brute force's (the walk's but for near-ties). For k > 1 the observations are first sorted by cell (a radix sort of keys of a
 /// few bits, not 30), so that the threads of a warp read and rank the same entries; for k = 1 (lists of
 /// about ten entries, one or two ranked) each is scanned in the caller's order, no sort. A cell whose
 /// list would be long (more than 32 + 4k entries: references piled within the cell's reach) has none,

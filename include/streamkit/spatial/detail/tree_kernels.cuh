@@ -598,6 +598,35 @@ __device__ __forceinline__ bool rank_entry(tree_view const& tree, std::size_t at
   return member > 0;
 }
 
+/// How much nearer than a full list's worst entry W a box must come for a long walk to enter it: once a
+/// walk for k = 1 has taken tree_near_tie_steps steps, a box whose float64 tests put every reference in
+/// it above (1 − tree_near_tie) W is skipped. Each reference such a walk skips then has a float64 squared chord
+/// above (1 − tree_near_tie) times the final worst entry, so slot j of its row is within a relative
+/// tree_near_tie (16 float64 ulps; the chord within 2^-49, 1.8e-15) of the float64 brute force's slot j,
+/// and the two differ only among such near-ties (distinct references at the same float64 distance
+/// among them: the tie may go to the larger index). Seen from afar, the points of a tiny circle round a
+/// pole near its nearest one lie within rounding of each other, and their number grows with the
+/// density; with W itself as the threshold, the tests' margins let in all of them (a CPU count of one
+/// thread at 2^22 references, benchmarks/tree_walk_sim.py: 38.5 leaves, 16.7 with 2^-48). Only a full
+/// list skips so: below it stands the caller's max_distance.
+inline constexpr double tree_near_tie = 0x1.0p-48;
+/// Steps after which a walk for k = 1 allows near-ties (tree_near_tie): shorter walks, and every walk
+/// for k > 1, answer exactly as the brute force, ties to the smallest index. No walk of a tree of up to
+/// 128 leaves (2,048 entries) is that long, nor a warp's walk over uniform references (the CPU model at
+/// 2^20, k = 1: 78 steps on average, 117 at the 90th percentile); the circle's take 600–1,800. Measured
+/// on an H100 (2^20 × 2^20): allowing them at every k cost uniform k = 16 and 32 3–4 % (that version
+/// spilled 156 B at k = 16, against 132), while the circle at k = 16 and 32 stays within 8.3× of uniform
+/// without them.
+inline constexpr int tree_near_tie_steps = 256;
+
+/// The threshold the walk's box tests measure rooms against: the list's worst entry, less tree_near_tie
+/// of it once `near_ties` (a long walk) and the list is full.
+template <int K>
+__device__ __forceinline__ double walk_threshold(knn_list<K> const& list, bool near_ties)
+{
+  return near_ties && list.id[K - 1] != no_reference ? list.worst() * (1.0 - tree_near_tie) : list.worst();
+}
+
 /// Entries per load batch of a leaf scan: their loads are issued together.
 inline constexpr int tree_scan_batch = 8;
 
@@ -678,7 +707,7 @@ __device__ __forceinline__ bool rank_passed(tree_view const& tree, std::size_t f
 /// together, then float64 ranking (rank_entry) of the entries that pass.
 template <int K>
 __device__ __forceinline__ void scan_leaf(tree_view const& tree, std::size_t leaf, float3 const& p, vec4<double> const& precise_p,
-                                          knn_list<K>& list, search_bounds& bounds)
+                                          knn_list<K>& list, search_bounds& bounds, bool near_ties)
 {
   std::size_t const first = leaf * tree_leaf_size;
   if constexpr (K == 1) {
@@ -686,13 +715,13 @@ __device__ __forceinline__ void scan_leaf(tree_view const& tree, std::size_t lea
     for (int b = 0; b < tree_leaf_size; b += tree_scan_batch) {
       unsigned const passed = filter_batch(tree, first + b, filter, 0);
       if (rank_passed(tree, first + b, passed, precise_p, list)) {
-        bounds = search_bounds(list.worst());
+        bounds = search_bounds(walk_threshold(list, near_ties));
         filter.update(list.worst());
       }
     }
   } else {
     for (int b = 0; b < tree_leaf_size; b += tree_scan_batch) {
-      if (rank_passed(tree, first + b, filter_batch(tree, first + b, p, bounds, 0), precise_p, list)) { bounds = search_bounds(list.worst()); }
+      if (rank_passed(tree, first + b, filter_batch(tree, first + b, p, bounds, 0), precise_p, list)) { bounds = search_bounds(walk_threshold(list, near_ties)); }
     }
   }
 }
@@ -710,7 +739,7 @@ inline constexpr int tree_rank_together_factor = 3;
 /// offers each thread the nearest of its half (ties to the smallest index, as the list orders them);
 /// otherwise each thread ranks its own, as scan_leaf does, against the bounds it entered the leaf with.
 __device__ __forceinline__ void scan_leaf_together(tree_view const& tree, std::size_t leaf, bool want, vec4<double> const& precise_p,
-                                                   knn_list<1>& list, search_bounds& bounds)
+                                                   knn_list<1>& list, search_bounds& bounds, bool near_ties)
 {
   constexpr unsigned all = 0xffffffffu;
   std::size_t const first = leaf * tree_leaf_size;
@@ -757,7 +786,7 @@ __device__ __forceinline__ void scan_leaf_together(tree_view const& tree, std::s
       if (lane == low_owner || lane == high_owner) { taken |= list.offer(nearest, nearest_id); }
     }
   }
-  if (taken) { bounds = search_bounds(list.worst()); }
+  if (taken) { bounds = search_bounds(walk_threshold(list, near_ties)); }
 }
 
 /// When a warp's threads go on alone (tree_search_one): once the walk they share has taken at least
@@ -805,8 +834,11 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
   // A thread with nothing to find (past n, or invalid) never wants a box but walks with its warp.
   search_bounds bounds(list.worst());
   if (!valid) { bounds.upper = -cuda::std::numeric_limits<float>::infinity(); }
+  // A k = 1 walk past tree_near_tie_steps (its search_bounds follow at the list's next change; until then
+  // they stand for the larger worst entry, which only tests more).
+  bool near_ties = false;
   auto const room = [&](std::size_t node) {
-    return box_room<(K >= 32)>(p, precise_p, tree.nodes[node], tree.precise_nodes[node], tree.capsules[node], bounds, list.worst());
+    return box_room<(K >= 32)>(p, precise_p, tree.nodes[node], tree.precise_nodes[node], tree.capsules[node], bounds, walk_threshold(list, near_ties));
   };
   // The seed: the leaves under seed_node(), scanned first and skipped by the walk.
   std::size_t const groups = *tree.group_count;
@@ -815,7 +847,7 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
     seed = seed_node(tree, morton_code<21>(precise_p), groups);
     std::size_t const first_leaf = tree.leaves == 1 ? 0 : 2 * seed - tree.leaves;
     for (std::size_t leaf = first_leaf; leaf < min_of(first_leaf + 2, tree.leaves); ++leaf) {
-      if (leaf * tree_leaf_size < groups) { scan_leaf(tree, leaf, p, precise_p, list, bounds); }
+      if (leaf * tree_leaf_size < groups) { scan_leaf(tree, leaf, p, precise_p, list, bounds, false); }
     }
   }
   auto const is_seed = [&](std::size_t leaf_node) { return (tree.leaves == 1 ? leaf_node : leaf_node / 2) == seed; };
@@ -827,7 +859,9 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
   unsigned mine = room(1);
   std::size_t node = __any_sync(all, mine != 0u) ? 1 : 0;
   int useful = 0;  // steps of the shared walk at a box in which this thread had room
-  for (int step = 0; node != 0 && !tree_walk_alone; ++step) {
+  int step = 0;
+  for (; node != 0 && !tree_walk_alone; ++step) {
+    near_ties = near_ties || (K == 1 && step == tree_near_tie_steps);
     if (step >= tree_shared_walk_min_steps && step % 16 == 0 && step > tree_shared_walk_share * static_cast<int>(warp_max(useful))) {
       break;
     }
@@ -849,9 +883,9 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
         continue;
       }
     } else if constexpr (K == 1) {
-      scan_leaf_together(tree, node - tree.leaves, mine != 0u && !is_seed(node), precise_p, list, bounds);
+      scan_leaf_together(tree, node - tree.leaves, mine != 0u && !is_seed(node), precise_p, list, bounds, near_ties);
     } else if (mine != 0u && !is_seed(node)) {
-      scan_leaf(tree, node - tree.leaves, p, precise_p, list, bounds);
+      scan_leaf(tree, node - tree.leaves, p, precise_p, list, bounds, near_ties);
     }
     node = 0;  // back up to the nearest pending box some thread may still want
     while (depth > 0) {
@@ -890,7 +924,8 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
     keep(static_cast<std::uint32_t>(node), mine);
     depth = kept;
     std::size_t at = 0;
-    while (true) {
+    for (;; ++step) {
+      near_ties = near_ties || (K == 1 && step == tree_near_tie_steps);
       while (at == 0 && depth > 0) {
         std::size_t const pending = own[--depth];
         if (room(pending) != 0u) { at = pending; }
@@ -903,7 +938,7 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
         at = left == 0u && right == 0u ? 0 : (left_first ? 2 * at : 2 * at + 1);
         continue;
       }
-      if (!is_seed(at)) { scan_leaf(tree, at - tree.leaves, p, precise_p, list, bounds); }
+      if (!is_seed(at)) { scan_leaf(tree, at - tree.leaves, p, precise_p, list, bounds, near_ties); }
       at = 0;
     }
   }
