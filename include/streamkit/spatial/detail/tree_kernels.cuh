@@ -612,11 +612,11 @@ __device__ __forceinline__ bool rank_entry(tree_view const& tree, std::size_t at
 inline constexpr double tree_near_tie = 0x1.0p-48;
 /// Steps after which a walk for k = 1 allows near-ties (tree_near_tie): shorter walks, and every walk
 /// for k > 1, answer exactly as the brute force, ties to the smallest index. No walk of a tree of up to
-/// 128 leaves (2,048 entries) is that long, nor a warp's walk over uniform references (the CPU model at
-/// 2^20, k = 1: 78 steps on average, 117 at the 90th percentile); the circle's take 600–1,800. Measured
+/// 128 leaves (2,048 entries) is that long, and few warps' walks over uniform references are (the CPU
+/// model at 2^20, k = 1: 78 steps on average, 117 at the 90th percentile); the circle's take 600–1,800. Measured
 /// on an H100 (2^20 × 2^20): allowing them at every k cost uniform k = 16 and 32 3–4 % (that version
 /// spilled 156 B at k = 16, against 132), while the circle at k = 16 and 32 stays within 8.3× of uniform
-/// without them.
+/// without them there (at 2^22 × 2^22, k = 16: 11.6×, twenty-second session).
 inline constexpr int tree_near_tie_steps = 256;
 
 /// The threshold the walk's box tests measure rooms against: the list's worst entry, less tree_near_tie
