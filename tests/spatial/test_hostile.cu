@@ -342,10 +342,10 @@ void expect_exact_ties_to_the_smallest_index()
   streamkit::stream const s(0);
   auto const obs = upload<T>(obs_points, angle_unit::degrees, false, s);
   auto const refs = upload<T>(refs_points, angle_unit::degrees, false, s);
-  auto const want = kernel_chord_knn(streamkit_test::device_unit_vectors(obs.points, s), streamkit_test::device_unit_vectors(refs.points, s),
-                                     streamkit::max_neighbors + 1);
+  constexpr std::size_t width = streamkit::max_neighbors + 1;  // the brute force's slots a row: every k tested, and slot 1 for the tie
+  auto const want = kernel_chord_knn(streamkit_test::device_unit_vectors(obs.points, s), streamkit_test::device_unit_vectors(refs.points, s), width);
   std::size_t tied_rows = 0;  // rows whose nearest is tied
-  for (std::size_t i = 0; i < n; ++i) { tied_rows += want.chord[i * (streamkit::max_neighbors + 1)] == want.chord[i * (streamkit::max_neighbors + 1) + 1] ? 1 : 0; }
+  for (std::size_t i = 0; i < n; ++i) { tied_rows += want.chord[i * width] == want.chord[i * width + 1] ? 1 : 0; }
   std::printf("%zu of %zu rows have a tied nearest reference\n", tied_rows, n);
   ASSERT_GT(tied_rows, n / 2) << "the mirrored clusters should tie most rows' nearest";
   for (engine const e : {engine::tree, engine::brute_force, engine::front_end}) {
@@ -355,7 +355,7 @@ void expect_exact_ties_to_the_smallest_index()
       std::size_t differing = 0;
       for (std::size_t i = 0; i < n; ++i) {
         for (std::size_t j = 0; j < k; ++j) {
-          std::int64_t const expected = static_cast<std::int64_t>(want.index[i * (streamkit::max_neighbors + 1) + j]);
+          std::int64_t const expected = static_cast<std::int64_t>(want.index[i * width + j]);
           if (got.index[i * k + j] != expected && differing++ < 5) {
             ADD_FAILURE() << "row " << i << " slot " << j << ": " << got.index[i * k + j] << ", the brute force's " << expected;
           }
