@@ -614,9 +614,10 @@ inline constexpr double tree_near_tie = 0x1.0p-48;
 /// for k = 32, answer exactly as the brute force, ties to the smallest index. No walk of a tree of up to
 /// 128 leaves (2,048 entries) is that long, and few warps' walks over uniform references are (the CPU
 /// model at 2^20, k = 1: 78 steps on average, 117 at the 90th percentile); the circle's take 600–1,800.
-/// Measured on an H100: at 2^22 × 2^22 the circle at k = 16 took 11.6× uniform without them, 9.8× with
-/// them, uniform k = 16 +0.5 % (twenty-second session); k = 32 (its lists spill) stays within 9.0×
-/// without them, and allowing them at every k cost uniform k = 16 and 32 3–4 % in an earlier version.
+/// At 2^22 × 2^22 they take the circle's walks 17–19 % shorter for k = 2 to 16 at +0.5–1.6 % on
+/// uniform references (H100 and H200, twenty-second and twenty-third sessions); k = 32 (its lists spill)
+/// stays within 9.0× without them, and allowing them at every k cost uniform k = 16 and 32 3–4 % in an
+/// earlier version.
 inline constexpr int tree_near_tie_steps = 256;
 
 /// The threshold the walk's box tests measure rooms against: the list's worst entry, less tree_near_tie
