@@ -14,7 +14,7 @@
 ///   exist (M < k, invalid references, options.max_distance). Reported distances are the float64
 ///   haversine of the returned pairs, in options.unit.
 /// - Ranking: k > 1, and k = 1 on the tree, are ranked in float64 (the answer of a float64 brute force
-///   over every pair, up to ties closer than float64 rounding: on the tree's long k = 1 walks, slot j's squared
+///   over every pair, up to ties closer than float64 rounding: on the tree's long walks for k ≤ 16, slot j's squared
 ///   chord is within a relative 2^-48 of the brute force's slot j, tree_index.cuh) in both precision modes; k = 1 on the
 ///   brute-force engine in nn_precision::fast ranks in float32 (within 2.4e-7 rad of the nearest for
 ///   near neighbours, brute_force_index.cuh).

@@ -599,7 +599,7 @@ __device__ __forceinline__ bool rank_entry(tree_view const& tree, std::size_t at
 }
 
 /// How much nearer than a full list's worst entry W a box must come for a long walk to enter it: once a
-/// walk for k = 1 has taken tree_near_tie_steps steps, a box whose float64 tests put every reference in
+/// walk for k ≤ 16 has taken tree_near_tie_steps steps, a box whose float64 tests put every reference in
 /// it above (1 − tree_near_tie) W is skipped. Each reference such a walk skips then has a float64 squared chord
 /// above (1 − tree_near_tie) times the final worst entry, so slot j of its row is within a relative
 /// tree_near_tie (16 float64 ulps; the chord within 2^-49, 1.8e-15) of the float64 brute force's slot j,
@@ -610,13 +610,14 @@ __device__ __forceinline__ bool rank_entry(tree_view const& tree, std::size_t at
 /// thread at 2^22 references, benchmarks/tree_walk_sim.py: 38.5 leaves, 16.7 with 2^-48). Only a full
 /// list skips so: below it stands the caller's max_distance.
 inline constexpr double tree_near_tie = 0x1.0p-48;
-/// Steps after which a walk for k = 1 allows near-ties (tree_near_tie): shorter walks, and every walk
-/// for k > 1, answer exactly as the brute force, ties to the smallest index. No walk of a tree of up to
+/// Steps after which a walk for k ≤ 16 allows near-ties (tree_near_tie): shorter walks, and every walk
+/// for k = 32, answer exactly as the brute force, ties to the smallest index. No walk of a tree of up to
 /// 128 leaves (2,048 entries) is that long, and few warps' walks over uniform references are (the CPU
-/// model at 2^20, k = 1: 78 steps on average, 117 at the 90th percentile); the circle's take 600–1,800. Measured
-/// on an H100 (2^20 × 2^20): allowing them at every k cost uniform k = 16 and 32 3–4 % (that version
-/// spilled 156 B at k = 16, against 132), while the circle at k = 16 and 32 stays within 8.3× of uniform
-/// without them there (at 2^22 × 2^22, k = 16: 11.6×, twenty-second session).
+/// model at 2^20, k = 1: 78 steps on average, 117 at the 90th percentile); the circle's take 600–1,800.
+/// At 2^22 × 2^22 they take the circle's walks 17–19 % shorter for k = 2 to 16 at +0.5–1.6 % on
+/// uniform references (H100 and H200, twenty-second and twenty-third sessions); k = 32 (its lists spill)
+/// stays within 9.0× without them, and allowing them at every k cost uniform k = 16 and 32 3–4 % in an
+/// earlier version.
 inline constexpr int tree_near_tie_steps = 256;
 
 /// The threshold the walk's box tests measure rooms against: the list's worst entry, less tree_near_tie
@@ -834,7 +835,7 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
   // A thread with nothing to find (past n, or invalid) never wants a box but walks with its warp.
   search_bounds bounds(list.worst());
   if (!valid) { bounds.upper = -cuda::std::numeric_limits<float>::infinity(); }
-  // A k = 1 walk past tree_near_tie_steps (its search_bounds follow at the list's next change; until then
+  // A walk for k ≤ 16 past tree_near_tie_steps (its search_bounds follow at the list's next change; until then
   // they stand for the larger worst entry, which only tests more).
   bool near_ties = false;
   auto const room = [&](std::size_t node) {
@@ -861,7 +862,7 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
   int useful = 0;  // steps of the shared walk at a box in which this thread had room
   int step = 0;
   for (; node != 0 && !tree_walk_alone; ++step) {
-    near_ties = near_ties || (K == 1 && step == tree_near_tie_steps);
+    near_ties = near_ties || (K < 32 && step == tree_near_tie_steps);
     if (step >= tree_shared_walk_min_steps && step % 16 == 0 && step > tree_shared_walk_share * static_cast<int>(warp_max(useful))) {
       break;
     }
@@ -925,7 +926,7 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
     depth = kept;
     std::size_t at = 0;
     for (;; ++step) {
-      near_ties = near_ties || (K == 1 && step == tree_near_tie_steps);
+      near_ties = near_ties || (K < 32 && step == tree_near_tie_steps);
       while (at == 0 && depth > 0) {
         std::size_t const pending = own[--depth];
         if (room(pending) != 0u) { at = pending; }
