@@ -660,8 +660,9 @@ struct anchored_filter {
 };
 
 /// The entries first … first + tree_scan_batch − 1 that pass the float chord filter (bounds.upper), as bits
-/// from bit `shift` on: the filter of lists of k > 1, whose worst entry moves too often for anchored_filter's
-/// float64 set-up to pay (for every k, it cost uniform k = 16 2 %, seventeenth session).
+/// from bit `shift` on: the filter of lists of k > 1 in leaves the float box test decides, where their worst
+/// entry moves too often for anchored_filter's float64 set-up to pay (in every leaf, it cost uniform k = 16
+/// 2 %, seventeenth session).
 __device__ __forceinline__ unsigned filter_batch(tree_view const& tree, std::size_t first, float3 const& p, search_bounds const& bounds,
                                                  int shift)
 {
@@ -705,13 +706,18 @@ __device__ __forceinline__ bool rank_passed(tree_view const& tree, std::size_t f
 }
 
 /// Offers the entries of leaf `leaf` to `list`: a float32 filter over batches of loads issued
-/// together, then float64 ranking (rank_entry) of the entries that pass.
+/// together, then float64 ranking (rank_entry) of the entries that pass. The filter is anchored_filter
+/// for k = 1, and for lists of 2 to 8 entries where the float test of the leaf's box cannot decide it (its
+/// distance at least bounds.lower): there the float chord filter cannot tell the leaf's points apart
+/// either (a small circle seen from afar) and would pass them all to be ranked in float64. Lists of 16
+/// and 32 keep the float chord filter: the second path spilled them (nvcc 13.0, sm_90: K = 16 246 B of
+/// spill stores instead of 122, K = 32 96 instead of 24), and their circle stays within 10× without it.
 template <int K>
 __device__ __forceinline__ void scan_leaf(tree_view const& tree, std::size_t leaf, float3 const& p, vec4<double> const& precise_p,
                                           knn_list<K>& list, search_bounds& bounds, bool near_ties)
 {
   std::size_t const first = leaf * tree_leaf_size;
-  if constexpr (K == 1) {
+  if (K == 1 || (K < 16 && !(box_distance2(p, tree.nodes[tree.leaves + leaf]) < bounds.lower))) {
     anchored_filter filter(tree, leaf, precise_p, list.worst());
     for (int b = 0; b < tree_leaf_size; b += tree_scan_batch) {
       unsigned const passed = filter_batch(tree, first + b, filter, 0);
