@@ -25,9 +25,10 @@ inline constexpr int tree_search_threads = 128;
 /// 122), each 2–10 % faster on uniform and hostile inputs on an H200 although a few registers spill
 /// (6 and 8 for K = 16: 12 % and 33 % slower on uniform inputs); for K = 32, 3 (at most 170 registers):
 /// uniform 2^20 × 2^20 4 %, the pole circle 13 % and cell_3m_distinct 17 % faster, antimeridian 6 % slower
-/// (with the final code cell_3m 12 % slower; 4 blocks: uniform 3 % slower). Other list sizes keep the
-/// compiler's choice.
-[[nodiscard]] constexpr int tree_search_min_blocks(int k) { return k == 1 ? 8 : (k == 16 ? 5 : (k == 32 ? 3 : 1)); }
+/// (with the final code cell_3m 12 % slower; 4 blocks: uniform 3 % slower). For K = 2 and 4, 6 (80
+/// registers, against the compiler's 96 and 94 with scan_leaf's two filters: the 6 blocks they had with
+/// one; 8 and 32 B spill), for K = 8, 5 (96 against 105). Not yet measured: the next A/B decides them.
+[[nodiscard]] constexpr int tree_search_min_blocks(int k) { return k == 1 ? 8 : (k <= 4 ? 6 : (k <= 16 ? 5 : 3)); }
 /// Deepest stack a search needs: one entry per level of a tree of up to 2^31 leaves.
 inline constexpr int tree_stack_depth = 32;
 
