@@ -53,7 +53,7 @@ using streamkit_test::upload;
 
 constexpr std::size_t hostile_k[] = {1, 16, 32};
 /// k reaching every list size of the searches (1, 2, 4, 8, 16, 32 entries), 3 and 5 below theirs: for the tests of
-/// near-ties and exact ties, whose leaves the float box test cannot decide (scan_leaf's anchored filter at every k < 16).
+/// near-ties and exact ties, whose leaves the float box test cannot decide (scan_leaf's anchored filter for lists of up to 4 entries).
 constexpr std::size_t every_list_size_k[] = {1, 2, 3, 5, 16, 32};
 /// The k-nearest engines every hostile class runs on.
 constexpr engine hostile_engines[] = {engine::brute_force, engine::tree, engine::front_end};

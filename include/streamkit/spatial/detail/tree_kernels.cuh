@@ -27,8 +27,8 @@ inline constexpr int tree_search_threads = 128;
 /// uniform 2^20 × 2^20 4 %, the pole circle 13 % and cell_3m_distinct 17 % faster, antimeridian 6 % slower
 /// (with the final code cell_3m 12 % slower; 4 blocks: uniform 3 % slower). For K = 2 and 4, 6 (80
 /// registers, against the compiler's 96 and 94 with scan_leaf's two filters: the 6 blocks they had with
-/// one; 8 and 32 B spill), for K = 8, 5 (96 against 105). Not yet measured: the next A/B decides them.
-[[nodiscard]] constexpr int tree_search_min_blocks(int k) { return k == 1 ? 8 : (k <= 4 ? 6 : (k <= 16 ? 5 : 3)); }
+/// one; 8 and 32 B spill). Other list sizes keep the compiler's choice.
+[[nodiscard]] constexpr int tree_search_min_blocks(int k) { return k == 1 ? 8 : (k <= 4 ? 6 : (k == 16 ? 5 : (k == 32 ? 3 : 1))); }
 /// Deepest stack a search needs: one entry per level of a tree of up to 2^31 leaves.
 inline constexpr int tree_stack_depth = 32;
 
@@ -708,17 +708,18 @@ __device__ __forceinline__ bool rank_passed(tree_view const& tree, std::size_t f
 
 /// Offers the entries of leaf `leaf` to `list`: a float32 filter over batches of loads issued
 /// together, then float64 ranking (rank_entry) of the entries that pass. The filter is anchored_filter
-/// for k = 1, and for lists of 2 to 8 entries where the float test of the leaf's box cannot decide it (its
+/// for k = 1, and for lists of 2 and 4 entries where the float test of the leaf's box cannot decide it (its
 /// distance at least bounds.lower): there the float chord filter cannot tell the leaf's points apart
-/// either (a small circle seen from afar) and would pass them all to be ranked in float64. Lists of 16
-/// and 32 keep the float chord filter: the second path spilled them (nvcc 13.0, sm_90: K = 16 246 B of
-/// spill stores instead of 122, K = 32 96 instead of 24), and their circle stays within 10× without it.
+/// either (a small circle seen from afar) and would pass them all to be ranked in float64. Lists of 8 to
+/// 32 keep the float chord filter: with the second path, K = 8 took the circle at 2^20 × 2^20 6.7 % and
+/// uniform inputs 2.5 % longer (H200, twenty-third session), and K = 16 and 32 spilled more (nvcc 13.0,
+/// sm_90: 246 B of spill stores instead of 122, 96 instead of 24).
 template <int K>
 __device__ __forceinline__ void scan_leaf(tree_view const& tree, std::size_t leaf, float3 const& p, vec4<double> const& precise_p,
                                           knn_list<K>& list, search_bounds& bounds, bool near_ties)
 {
   std::size_t const first = leaf * tree_leaf_size;
-  if (K == 1 || (K < 16 && !(box_distance2(p, tree.nodes[tree.leaves + leaf]) < bounds.lower))) {
+  if (K == 1 || (K <= 4 && !(box_distance2(p, tree.nodes[tree.leaves + leaf]) < bounds.lower))) {
     anchored_filter filter(tree, leaf, precise_p, list.worst());
     for (int b = 0; b < tree_leaf_size; b += tree_scan_batch) {
       unsigned const passed = filter_batch(tree, first + b, filter, 0);
