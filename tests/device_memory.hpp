@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdlib>
 
 namespace streamkit_test {
 
@@ -20,5 +21,12 @@ inline std::size_t settled_free_memory(int device = 0)
   STREAMKIT_CUDA_TRY(cudaMemGetInfo(&free, &total));
   return free;
 }
+
+/// Whether settled free memory measures this process's allocations: not under compute-sanitizer (the runs of
+/// tests/gpu_check.sh carry STREAMKIT_SANITIZE_RUN), whose own device memory shows in it. Under memcheck,
+/// free memory fell 8.6 GB over Dispatcher.StressOfSmallBatchesKeepsMemoryFlat's 1,000 batches and 0.6–0.8 GB
+/// a step of RadiusDispatch.TimeStepsAndSteadyStateQueriesReuseMemory (H200) while their allocation counts held
+/// and memcheck reported nothing; the tests still compare those counts there.
+inline bool free_memory_is_measurable() { return std::getenv("STREAMKIT_SANITIZE_RUN") == nullptr; }
 
 }  // namespace streamkit_test

@@ -102,7 +102,7 @@ device_for() {
 # Runs the sanitizer `tool` over the tests that `filter` selects, killed after `seconds`, on GPU
 # $device (every GPU when empty); sets $code. The environment of the run carries a mark of its own, so
 # that a child the killed sanitizer left behind is found by it, never another run's (with
-# STREAMKIT_SANITIZER_JOBS > 1 several run at once).
+# STREAMKIT_SANITIZER_JOBS > 1 several run at once; a test that measures free device memory reads it too).
 device=""
 sanitize() {
   local tool=$1 filter=$2 seconds=$3 log=$4 extremes=1

@@ -341,7 +341,7 @@ TEST_F(Dispatcher, StressOfSmallBatchesKeepsMemoryFlat)
   std::size_t const pinned_before = streamkit::pinned_bytes_in_use();
   for (int batch = 0; batch < 1000; ++batch) { d.run(512, 64, enqueue); }
   EXPECT_EQ(d.workspace_allocations(), allocations) << "no allocation after warm-up";
-  EXPECT_EQ(settled_free_memory(), free_before);
+  if (streamkit_test::free_memory_is_measurable()) { EXPECT_EQ(settled_free_memory(), free_before); }
   EXPECT_EQ(streamkit::pinned_bytes_in_use(), pinned_before);
   for (double x : out) { ASSERT_EQ(x, 3.25); }
 }

@@ -25,9 +25,10 @@ inline constexpr int tree_search_threads = 128;
 /// 122), each 2–10 % faster on uniform and hostile inputs on an H200 although a few registers spill
 /// (6 and 8 for K = 16: 12 % and 33 % slower on uniform inputs); for K = 32, 3 (at most 170 registers):
 /// uniform 2^20 × 2^20 4 %, the pole circle 13 % and cell_3m_distinct 17 % faster, antimeridian 6 % slower
-/// (with the final code cell_3m 12 % slower; 4 blocks: uniform 3 % slower). Other list sizes keep the
-/// compiler's choice.
-[[nodiscard]] constexpr int tree_search_min_blocks(int k) { return k == 1 ? 8 : (k == 16 ? 5 : (k == 32 ? 3 : 1)); }
+/// (with the final code cell_3m 12 % slower; 4 blocks: uniform 3 % slower). For K = 2 and 4, 6 (80
+/// registers, against the compiler's 96 and 94 with scan_leaf's two filters: the 6 blocks they had with
+/// one; 8 and 32 B spill). Other list sizes keep the compiler's choice.
+[[nodiscard]] constexpr int tree_search_min_blocks(int k) { return k == 1 ? 8 : (k <= 4 ? 6 : (k == 16 ? 5 : (k == 32 ? 3 : 1))); }
 /// Deepest stack a search needs: one entry per level of a tree of up to 2^31 leaves.
 inline constexpr int tree_stack_depth = 32;
 
@@ -660,8 +661,9 @@ struct anchored_filter {
 };
 
 /// The entries first … first + tree_scan_batch − 1 that pass the float chord filter (bounds.upper), as bits
-/// from bit `shift` on: the filter of lists of k > 1, whose worst entry moves too often for anchored_filter's
-/// float64 set-up to pay (for every k, it cost uniform k = 16 2 %, seventeenth session).
+/// from bit `shift` on: the filter of lists of 8 to 32 entries, and of 2 and 4 in leaves the float box test
+/// decides (scan_leaf), where their worst entry moves too often for anchored_filter's float64 set-up to pay
+/// (in every leaf, it cost uniform k = 16 2 %, seventeenth session).
 __device__ __forceinline__ unsigned filter_batch(tree_view const& tree, std::size_t first, float3 const& p, search_bounds const& bounds,
                                                  int shift)
 {
@@ -675,7 +677,7 @@ __device__ __forceinline__ unsigned filter_batch(tree_view const& tree, std::siz
   }
   return passed;
 }
-/// The same with `filter` (the lists of k = 1).
+/// The same with `filter` (scan_leaf's anchored path).
 __device__ __forceinline__ unsigned filter_batch(tree_view const& tree, std::size_t first, anchored_filter const& filter, int shift)
 {
   float4 o[tree_scan_batch];
@@ -705,13 +707,22 @@ __device__ __forceinline__ bool rank_passed(tree_view const& tree, std::size_t f
 }
 
 /// Offers the entries of leaf `leaf` to `list`: a float32 filter over batches of loads issued
-/// together, then float64 ranking (rank_entry) of the entries that pass.
+/// together, then float64 ranking (rank_entry) of the entries that pass. The filter is anchored_filter
+/// for k = 1, and for lists of 2 and 4 entries where the float test of the leaf's box cannot decide it (its
+/// distance at least bounds.lower): there the float chord filter cannot tell the leaf's points apart
+/// either (a small circle seen from afar) and would pass them all to be ranked in float64. Measured on an
+/// H200 (twenty-fourth session, tree_index exact): the circle at 2^21 × 2^17 and 2^22 × 2^16 9–22 % faster
+/// for k = 2 and 4 (k = 4 at 2^21 × 2^17: 17.73 → 13.75 ms), uniform inputs there within 1.1 %; at 2^20 ×
+/// 2^20 and 2^22 × 2^22, k = 4 4–6 % faster on both, k = 2 1.8–4.1 % slower on the circle and 2.4–2.6 % on
+/// uniform inputs. Lists of 8 to 32 keep the float chord filter: with the second path, K = 8 took the
+/// circle at 2^20 × 2^20 6.7 % and uniform inputs 2.5 % longer (H200, twenty-third session), and K = 16
+/// and 32 spilled more (nvcc 13.0, sm_90: 246 B of spill stores instead of 122, 96 instead of 24).
 template <int K>
 __device__ __forceinline__ void scan_leaf(tree_view const& tree, std::size_t leaf, float3 const& p, vec4<double> const& precise_p,
                                           knn_list<K>& list, search_bounds& bounds, bool near_ties)
 {
   std::size_t const first = leaf * tree_leaf_size;
-  if constexpr (K == 1) {
+  if (K == 1 || (K <= 4 && !(box_distance2(p, tree.nodes[tree.leaves + leaf]) < bounds.lower))) {
     anchored_filter filter(tree, leaf, precise_p, list.worst());
     for (int b = 0; b < tree_leaf_size; b += tree_scan_batch) {
       unsigned const passed = filter_batch(tree, first + b, filter, 0);
