@@ -52,8 +52,9 @@ using streamkit_test::point_set;
 using streamkit_test::upload;
 
 constexpr std::size_t hostile_k[] = {1, 16, 32};
-/// k reaching every list size of the searches (1, 2, 4, 8, 16, 32 entries), 3 and 5 below theirs: for the tests of
-/// near-ties and exact ties, whose leaves the float box test cannot decide (scan_leaf's anchored filter for lists of up to 4 entries).
+/// Every list size of the searches (1, 2, 4, 8, 16, 32 entries; k = 3 and 5 fill theirs only in part): for the
+/// tests of near-ties and exact ties, whose leaves the float box test cannot decide (where scan_leaf takes the
+/// anchored filter for lists of up to 4 entries).
 constexpr std::size_t every_list_size_k[] = {1, 2, 3, 5, 16, 32};
 /// The k-nearest engines every hostile class runs on.
 constexpr engine hostile_engines[] = {engine::brute_force, engine::tree, engine::front_end};
@@ -320,9 +321,9 @@ TEST(HostileNearTies, TreeWalkIsWithinTheNearTieBoundOfTheFloat64BruteForce)
 // observations on the equator. Negating a latitude negates its unit vector's z exactly, so each reference
 // has a twin at the same float64 squared chord, and a cluster's neighbours share it too; a cluster's box
 // lies within rounding of its points, so a walk that skipped near-ties would skip the twin's. Every slot
-// of every engine, every k of every_list_size_k, float and double, must hold the float64 brute force's reference
-// (device_chord2), ties to the smallest index: a tree of 2,048 entries is too small for any walk to
-// reach tree_near_tie_steps.
+// of every engine, every k of every_list_size_k, float and double, must hold the float64 brute force's
+// reference (device_chord2), ties to the smallest index: a tree of 2,048 entries is too small for any walk
+// to reach tree_near_tie_steps.
 template <class T>
 void expect_exact_ties_to_the_smallest_index()
 {
