@@ -468,17 +468,18 @@ __device__ __forceinline__ double capsule_room(vec4<double> const& p, tree_capsu
   return limit * limit * (1.0 + 0x1.0p-50) - offset_to_segment(p, capsule.a, capsule.b, capsule.b.w).squared;
 }
 
-/// The float64 part of box_room for a box the float test let through (`sure`: it also showed the box
-/// within reach, and only a thin node's capsule is left to test): the capsule's room (capsule_room),
-/// and for an undecided box the smaller of it and the float64 box's; below 0 when no reference in them
-/// can enter. The float64 distance to the exact box is within 5 roundings (2^-53 each) of the true one,
+/// The float64 part of box_room for a box the float test let through: the capsule's room (capsule_room),
+/// and unless `capsule_only` the smaller of it and the float64 box's; below 0 when no reference in them
+/// can enter. box_room tests the capsule only where the float test showed the box within reach, and at
+/// a thin node, whose capsule lies within its box but for the caps at its ends: the circle's walks
+/// tested both at every node, each box a float64 test that almost never decided. The float64 distance to the exact box is within 5 roundings (2^-53 each) of the true one,
 /// as is every float64 chord2 to a reference in the box, so a box whose distance exceeds `worst` by
 /// 2^-49 relative (16 roundings) holds none at most `worst`.
 __device__ __forceinline__ double precise_room(vec4<double> const& precise_p, tree_precise_node const& precise_box,
-                                               tree_capsule const& capsule, search_bounds const& bounds, double worst, bool sure)
+                                               tree_capsule const& capsule, search_bounds const& bounds, double worst, bool capsule_only)
 {
   double const along = capsule_room(precise_p, capsule, bounds);
-  if (sure || !(along >= 0.0)) { return along; }
+  if (capsule_only || !(along >= 0.0)) { return along; }
   return fmin(worst - box_distance2(precise_p, precise_box) * (1.0 - 0x1.0p-49), along);
 }
 /// precise_room as a call, for the lists of K >= 32 entries (tree_search_one): their walk holds the list
@@ -486,9 +487,9 @@ __device__ __forceinline__ double precise_room(vec4<double> const& precise_p, tr
 /// 7–19 % faster (H100, sixteenth session, 2^20 × 2^20: uniform 12.20 → 11.22 ms, the 0.01-degree grid
 /// 16.86 → 13.61, the pole circle 69.1 → 63.4), while for k = 1 and 16 the call cost up to 16 %.
 __device__ __noinline__ inline double precise_room_call(vec4<double> precise_p, tree_precise_node const& precise_box,
-                                                        tree_capsule const& capsule, search_bounds bounds, double worst, bool sure)
+                                                        tree_capsule const& capsule, search_bounds bounds, double worst, bool capsule_only)
 {
-  return precise_room(precise_p, precise_box, capsule, bounds, worst, sure);
+  return precise_room(precise_p, precise_box, capsule, bounds, worst, capsule_only);
 }
 
 /// How much room a box leaves below a list whose worst entry is `worst` (float64 squared chord), for a
@@ -506,12 +507,13 @@ __device__ __forceinline__ unsigned box_room(float3 const& p, vec4<double> const
   float const bound = box_distance2(p, box);
   if (!(bound <= bounds.upper)) { return 0u; }
   bool const sure = bound < bounds.lower;
-  if (sure && box.low.w == 0.f) { return __float_as_uint(bounds.upper - bound) + 1u; }
+  bool const thin = box.low.w != 0.f;
+  if (sure && !thin) { return __float_as_uint(bounds.upper - bound) + 1u; }
   // One float64 test site for thin nodes and undecided boxes alike: box_room is inlined at each of the
   // walk's room tests, and a second copy of the capsule test there took the 0.01-degree grid at 2^24 ×
   // 2^14, k = 1, from 14.95 to 21.33 ms; one copy, 16.84 (H100, sixteenth session; no node flagged thin: 20.52).
-  double const room = Call ? precise_room_call(precise_p, precise_box, capsule, bounds, worst, sure)
-                           : precise_room(precise_p, precise_box, capsule, bounds, worst, sure);
+  double const room = Call ? precise_room_call(precise_p, precise_box, capsule, bounds, worst, sure || thin)
+                           : precise_room(precise_p, precise_box, capsule, bounds, worst, sure || thin);
   if (!(room >= 0.0)) { return 0u; }
   return __float_as_uint(sure ? fminf(bounds.upper - bound, __double2float_rd(room)) : __double2float_rd(room)) + 1u;
 }
