@@ -725,12 +725,13 @@ __device__ __forceinline__ void scan_leaf(tree_view const& tree, std::size_t lea
 {
   std::size_t const first = leaf * tree_leaf_size;
   if (K == 1 || (K <= 4 && !(box_distance2(p, tree.nodes[tree.leaves + leaf]) < bounds.lower))) {
-    anchored_filter filter(tree, leaf, precise_p, list.worst());
+    anchored_filter filter(tree, leaf, precise_p, walk_threshold(list, near_ties));
     for (int b = 0; b < tree_leaf_size; b += tree_scan_batch) {
       unsigned const passed = filter_batch(tree, first + b, filter, 0);
       if (rank_passed(tree, first + b, passed, precise_p, list)) {
-        bounds = search_bounds(walk_threshold(list, near_ties));
-        filter.update(list.worst());
+        double const threshold = walk_threshold(list, near_ties);
+        bounds = search_bounds(threshold);
+        filter.update(threshold);
       }
     }
   } else {
@@ -759,7 +760,7 @@ __device__ __forceinline__ void scan_leaf_together(tree_view const& tree, std::s
   std::size_t const first = leaf * tree_leaf_size;
   unsigned passed = 0;
   if (want) {
-    anchored_filter const filter(tree, leaf, precise_p, list.worst());
+    anchored_filter const filter(tree, leaf, precise_p, walk_threshold(list, near_ties));
     for (int b = 0; b < tree_leaf_size; b += tree_scan_batch) { passed |= filter_batch(tree, first + b, filter, b); }
   }
   unsigned rest = __ballot_sync(all, passed != 0u);  // the threads with entries to rank
