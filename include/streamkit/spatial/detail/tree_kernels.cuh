@@ -641,7 +641,8 @@ inline constexpr int tree_scan_batch = 8;
 /// whose entries a float chord would all let through, to be ranked in float64). Bound: o is off q − a
 /// by 2^-23.9 |o| a coordinate, −2 (p − a) by 2^-23.9 |p − a|, and the three fused roundings and |o|²'s
 /// add at most 3u of |−2 (p − a)·o| + |o|²: within 2^-20 (2 |p − a|₁ R + 3 R²), R the largest offset
-/// coordinate of the leaf; |p − a|² in float64 and the ranking's chord² are within 2^-50 of theirs.
+/// coordinate of the leaf. |p − a|² in float64 and the ranking's chord² are each within 5 roundings (2^-53) of
+/// theirs, and the threshold's sum adds 3 of at most worst + base + error: 2^-49 of worst + base covers the 13.
 struct anchored_filter {
   float dx, dy, dz;  // −2 (p − a), in float
   double base;       // |p − a|², in float64
@@ -659,7 +660,7 @@ struct anchored_filter {
     error = 0x1.0p-20 * (2.0 * (fabs(x) + fabs(y) + fabs(z)) * reach + 3.0 * reach * reach);
     update(worst);
   }
-  __device__ void update(double worst) { threshold = __double2float_ru((worst - base) + 0x1.0p-48 * (worst + base) + error); }
+  __device__ void update(double worst) { threshold = __double2float_ru((worst - base) + 0x1.0p-49 * (worst + base) + error); }
 };
 
 /// The entries first … first + tree_scan_batch − 1 that pass the float chord filter (bounds.upper), as bits
