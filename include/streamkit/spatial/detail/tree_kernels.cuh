@@ -28,7 +28,7 @@ inline constexpr int tree_search_threads = 128;
 /// (with the final code cell_3m 12 % slower; 4 blocks: uniform 3 % slower). For K = 2 and 4, 6 (80
 /// registers, against the compiler's 96 and 94 with scan_leaf's two filters: the 6 blocks they had with
 /// one; 8 and 32 B spill). Other list sizes keep the compiler's choice.
-[[nodiscard]] constexpr int tree_search_min_blocks(int k) { return k == 1 ? 8 : (k <= 4 ? 6 : (k == 16 ? 5 : (k == 32 ? 3 : 1))); }
+[[nodiscard]] constexpr int tree_search_min_blocks(int k) { return k == 1 ? 8 : (k <= 4 ? 6 : (k == 8 || k == 16 ? 5 : (k == 32 ? 3 : 1))); }
 /// Deepest stack a search needs: one entry per level of a tree of up to 2^31 leaves.
 inline constexpr int tree_stack_depth = 32;
 
@@ -725,7 +725,7 @@ __device__ __forceinline__ void scan_leaf(tree_view const& tree, std::size_t lea
                                           knn_list<K>& list, search_bounds& bounds, bool near_ties)
 {
   std::size_t const first = leaf * tree_leaf_size;
-  if (K == 1 || (K <= 4 && !(box_distance2(p, tree.nodes[tree.leaves + leaf]) < bounds.lower))) {
+  if (K == 1 || (K <= 8 && !(box_distance2(p, tree.nodes[tree.leaves + leaf]) < bounds.lower))) {
     anchored_filter filter(tree, leaf, precise_p, walk_threshold(list, near_ties));
     for (int b = 0; b < tree_leaf_size; b += tree_scan_batch) {
       unsigned const passed = filter_batch(tree, first + b, filter, 0);
