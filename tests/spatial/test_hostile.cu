@@ -316,19 +316,39 @@ TEST(HostileNearTies, TreeWalkIsWithinTheNearTieBoundOfTheFloat64BruteForce)
   }
 }
 
-// Exact ties between distinct references, in every slot: 64 sites, each two clusters mirrored across the
-// equator, of 16 points one ulp of T apart in latitude (2,048 references, shuffled), seen from 4,096
+// Identical references in walks that allow near-ties: pole_circle_1e-7rad at 2^22 references in float32 degrees,
+// whose longitudes repeat (identical references) and whose distinct points share key cells of 4.5e-13 with them, which
+// the key sort interleaves (the build's tree_order_ties puts each vector's references together), seen from 512 of its
+// observations, every walk long enough to allow near-ties: every row must hold identical references in index order.
+TEST(HostileNearTies, IdenticalReferencesKeepTheirIndexOrderInWalksThatAllowNearTies)
+{
+  STREAMKIT_REQUIRE_GPU();
+  hostile::problem const p = hostile::generate("pole_circle_1e-7rad", 512, std::size_t{1} << 22, streamkit_test::fresh_seed());
+  streamkit::stream const s(0);
+  auto const obs = upload<float>(as_point_set(p.observations), angle_unit::degrees, false, s);
+  auto const refs = upload<float>(as_point_set(p.references), angle_unit::degrees, false, s);
+  auto const groups = hostile::find_identical(hostile::as<float>(p.references.lat), hostile::as<float>(p.references.lon));
+  ASSERT_GT(groups.in_groups, 0U) << "no identical references to keep in order";
+  for (std::size_t const k : every_list_size_k) {
+    SCOPED_TRACE("k = " + std::to_string(k));
+    auto const got = search<std::int32_t>(engine::tree, obs.points, refs.points, k, k, options_with(nn_precision::exact), s);
+    expect_identical_references_in_index_order(groups, got, k);
+  }
+}
+
+// Exact ties between distinct references, in every slot: 32 sites, each two clusters mirrored across the
+// equator, of 16 points one ulp of T apart in latitude (1,024 references, shuffled), seen from 4,096
 // observations on the equator. Negating a latitude negates its unit vector's z exactly, so each reference
 // has a twin at the same float64 squared chord, and a cluster's neighbours share it too; a cluster's box
 // lies within rounding of its points, so a walk that skipped near-ties would skip the twin's. Every slot
 // of every engine, every k of every_list_size_k, float and double, must hold the float64 brute force's
-// reference (device_chord2), ties to the smallest index: a tree of 2,048 entries is too small for any walk
+// reference (device_chord2), ties to the smallest index: a tree of 1,024 entries is too small for any walk
 // to reach tree_near_tie_steps.
 template <class T>
 void expect_exact_ties_to_the_smallest_index()
 {
   std::mt19937_64 rng(streamkit_test::fresh_seed());
-  constexpr std::size_t sites = 64, cluster = 16, n = 4096;
+  constexpr std::size_t sites = 32, cluster = 16, n = 4096;
   std::uniform_real_distribution<double> site_lat(2.0, 30.0), longitude(-180.0, 180.0);
   std::vector<std::pair<T, T>> points;
   for (std::size_t site = 0; site < sites; ++site) {

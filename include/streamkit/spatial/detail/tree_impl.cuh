@@ -48,7 +48,7 @@ inline constexpr std::size_t tree_sort_threshold = 64;
 
 /// Where a tree keeps its arrays in one allocation: the groups' points (float, then float64) padded to
 /// whole leaves, the nodes (float, then float64, then their capsules), the coordinates by reference index, the groups'
-/// keys and run starts, their count.
+/// keys and run starts, their count and tree_order_ties' flag.
 struct tree_layout {
   tree_layout(std::size_t m, std::size_t leaves) noexcept
       : slots((m + tree_leaf_size - 1) / tree_leaf_size * tree_leaf_size),
@@ -61,7 +61,7 @@ struct tree_layout {
         keys_offset(coordinates_offset + align_up(m * sizeof(lat_lon))),
         run_starts_offset(keys_offset + align_up(m * sizeof(std::uint64_t))),
         group_count_offset(run_starts_offset + align_up((m + 1) * sizeof(std::uint32_t))),
-        bytes(group_count_offset + sizeof(std::uint32_t))
+        bytes(group_count_offset + 2 * sizeof(std::uint32_t))
   {
   }
   template <class Byte>
@@ -78,6 +78,7 @@ struct tree_layout {
             reinterpret_cast<std::uint32_t const*>(base + run_starts_offset),
             member_ids,
             reinterpret_cast<std::uint32_t const*>(base + group_count_offset),
+            reinterpret_cast<std::uint32_t const*>(base + group_count_offset) + 1,
             leaves};
   }
   std::size_t slots, precise_offset, offsets_offset, nodes_offset, precise_nodes_offset, capsules_offset, coordinates_offset, keys_offset, run_starts_offset,
@@ -431,11 +432,14 @@ void tree_engine<T>::prepare(points_ref<U> references, stream_ref stream)
   std::byte* const temporary = scratch + keys_bytes + ids_bytes + marks_bytes + arrivals_bytes;
 
   STREAMKIT_CUDA_TRY(cudaMemsetAsync(arrivals, 0, leaves * sizeof(unsigned), stream.value()));
-  STREAMKIT_CUDA_TRY(cudaMemsetAsync(group_count, 0, sizeof(std::uint32_t), stream.value()));
+  STREAMKIT_CUDA_TRY(cudaMemsetAsync(group_count, 0, 2 * sizeof(std::uint32_t), stream.value()));  // and ties_unordered
   tree_reference_keys<U><<<grid_size("tree_reference_keys", m, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
     references, m, coordinates, keys, ids, this->invalid_counts_.data());
   STREAMKIT_CHECK_LAUNCH();
   sort_tree_keys(keys, ids, m, temporary, temporary_bytes, stream);
+  tree_order_ties<<<grid_size("tree_order_ties", m, 256, grid_stride_blocks), 256, 0, stream.value()>>>(coordinates, keys, ids, m,
+                                                                                                         group_count + 1);
+  STREAMKIT_CHECK_LAUNCH();
   member_ids_ = ids;
   tree_mark_groups<<<grid_size("tree_mark_groups", m, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
     coordinates, keys, ids, m, starts);

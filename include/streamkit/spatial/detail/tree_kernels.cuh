@@ -25,10 +25,13 @@ inline constexpr int tree_search_threads = 128;
 /// 122), each 2–10 % faster on uniform and hostile inputs on an H200 although a few registers spill
 /// (6 and 8 for K = 16: 12 % and 33 % slower on uniform inputs); for K = 32, 3 (at most 170 registers):
 /// uniform 2^20 × 2^20 4 %, the pole circle 13 % and cell_3m_distinct 17 % faster, antimeridian 6 % slower
-/// (with the final code cell_3m 12 % slower; 4 blocks: uniform 3 % slower). For K = 2 and 4, 6 (80
-/// registers, against the compiler's 96 and 94 with scan_leaf's two filters: the 6 blocks they had with
-/// one; 8 and 32 B spill). Other list sizes keep the compiler's choice.
-[[nodiscard]] constexpr int tree_search_min_blocks(int k) { return k == 1 ? 8 : (k <= 4 ? 6 : (k == 8 || k == 16 ? 5 : (k == 32 ? 3 : 1))); }
+/// (with the final code cell_3m 12 % slower; 4 blocks: uniform 3 % slower). For K = 2 and 4, 7 (72
+/// registers, against the compiler's 96 and 94 with scan_leaf's two filters; 40 and 16 B spill): against
+/// 6 (80 registers, 8 and 32 B), uniform inputs at 2^20 × 2^20 and 2^22 × 2^22 4–6 % faster, the circle
+/// at 2^22 × 2^22 8–10 % and one meridian at 2^21 × 2^17 7–9 %, the circle at 2^21 × 2^17 8–9 % slower
+/// (H200, twenty-fifth session); for K = 8, 5 (96 registers, no spill; the compiler's 105 with the anchored
+/// filter took uniform 2^22 × 2^22 15 % longer). Other list sizes keep the compiler's choice.
+[[nodiscard]] constexpr int tree_search_min_blocks(int k) { return k == 1 ? 8 : (k <= 4 ? 7 : (k == 8 || k == 16 ? 5 : (k == 32 ? 3 : 1))); }
 /// Deepest stack a search needs: one entry per level of a tree of up to 2^31 leaves.
 inline constexpr int tree_stack_depth = 32;
 
@@ -203,6 +206,65 @@ __device__ inline vec4<double> sorted_vector(lat_lon const* coordinates, std::ui
 }
 
 __device__ inline bool same_vector(vec4<double> const& a, vec4<double> const& b) { return a.x == b.x && a.y == b.y && a.z == b.z; }
+
+__device__ inline bool same_key(tree_key const& a, tree_key const& b) { return a.high == b.high && a.low == b.low; }
+/// Whether vector a precedes vector b (lexicographic; tree_order_ties).
+__device__ inline bool vector_before(vec4<double> const& a, vec4<double> const& b)
+{
+  return a.x < b.x || (a.x == b.x && (a.y < b.y || (a.y == b.y && a.z < b.z)));
+}
+
+/// Longest run of equal keys tree_order_ties puts in order.
+inline constexpr int tree_tie_run_limit = 32;
+
+/// Puts the identical vectors of each run of equal keys next to each other, their indices ascending, so
+/// that each forms one group (tree_mark_groups). Equal keys can interleave distinct vectors (within
+/// 4.5e-13 of each other: a tiny circle round a pole holds a few a key cell), and the stable sort leaves
+/// a run in index order, which would split a group into entries of their own. A walk that ranks every
+/// entry within its worst one ranks all parts alike, but one that allows near-ties (tree_near_tie) may
+/// skip the box of one part and take the other: a row would hold a larger index of identical references
+/// without the smaller. The thread at the start of a run of up to tree_tie_run_limit entries orders it
+/// by (vector, index); a longer run with more than one vector sets `unordered`, and no walk on the tree
+/// then allows near-ties.
+static __global__ void tree_order_ties(lat_lon const* coordinates, tree_key const* sorted_keys, std::uint32_t* sorted_ids, std::size_t count,
+                                       std::uint32_t* unordered)
+{
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count; i += std::size_t{gridDim.x} * blockDim.x) {
+    tree_key const key = sorted_keys[i];
+    if (key.high == ~std::uint64_t{0}) { continue; }  // invalid references, last
+    if (i > 0 && same_key(sorted_keys[i - 1], key)) {
+      // Within a run: find its start within the limit; only a longer run is this thread's to check.
+      std::size_t start = i - 1;
+      while (start > 0 && i - start < tree_tie_run_limit && same_key(sorted_keys[start - 1], key)) { --start; }
+      bool const long_run = (start > 0 && same_key(sorted_keys[start - 1], key)) ||
+                            (start + tree_tie_run_limit < count && same_key(sorted_keys[start + tree_tie_run_limit], key));
+      lat_lon const a = coordinates[sorted_ids[i]], b = coordinates[sorted_ids[i - 1]];
+      bool const same = (a.lat == b.lat && a.lon == b.lon) ||
+                        same_vector(sorted_vector(coordinates, sorted_ids, i), sorted_vector(coordinates, sorted_ids, i - 1));
+      if (long_run && !same) {
+        atomicOr(unordered, 1u);
+      }
+      continue;
+    }
+    int length = 1;
+    while (length <= tree_tie_run_limit && i + length < count && same_key(sorted_keys[i + length], key)) { ++length; }
+    if (length == 1 || length > tree_tie_run_limit) { continue; }
+    vec4<double> vectors[tree_tie_run_limit];
+    std::uint32_t ids[tree_tie_run_limit];
+    for (int e = 0; e < length; ++e) {  // insertion sort by (vector, index); the run comes in index order
+      vec4<double> const v = sorted_vector(coordinates, sorted_ids, i + e);
+      std::uint32_t const id = sorted_ids[i + e];
+      int slot = e;
+      for (; slot > 0 && vector_before(v, vectors[slot - 1]); --slot) {
+        vectors[slot] = vectors[slot - 1];
+        ids[slot] = ids[slot - 1];
+      }
+      vectors[slot] = v;
+      ids[slot] = id;
+    }
+    for (int e = 0; e < length; ++e) { sorted_ids[i + e] = ids[e]; }
+  }
+}
 
 /// Marks the sorted positions that start a group: a valid reference whose float64 unit vector differs
 /// from the one before it. Identical vectors have identical keys, so a group is a run in the sorted
@@ -549,6 +611,7 @@ struct tree_view {
   std::uint32_t const* run_starts;         // group g's indices: member_ids[run_starts[g] … run_starts[g + 1])
   std::uint32_t const* member_ids;         // reference indices in sorted order
   std::uint32_t const* group_count;        // groups (on the device)
+  std::uint32_t const* ties_unordered;     // nonzero (on the device): no walk allows near-ties (tree_order_ties)
   std::size_t leaves;                      // a power of two
 };
 
@@ -613,15 +676,16 @@ __device__ __forceinline__ bool rank_entry(tree_view const& tree, std::size_t at
 /// thread at 2^22 references, benchmarks/tree_walk_sim.py: 38.5 leaves, 16.7 with 2^-48). Only a full
 /// list skips so: below it stands the caller's max_distance.
 inline constexpr double tree_near_tie = 0x1.0p-48;
-/// Steps after which a walk for k ≤ 16 allows near-ties (tree_near_tie): shorter walks, and every walk
-/// for k = 32, answer exactly as the brute force, ties to the smallest index. No walk of a tree of up to
-/// 128 leaves (2,048 entries) is that long, and few warps' walks over uniform references are (the CPU
-/// model at 2^20, k = 1: 78 steps on average, 117 at the 90th percentile); the circle's take 600–1,800.
-/// At 2^22 × 2^22 they take the circle's walks 17–19 % shorter for k = 2 to 16 at +0.5–1.6 % on
-/// uniform references (H100 and H200, twenty-second and twenty-third sessions); k = 32 (its lists spill)
-/// stays within 9.0× without them, and allowing them at every k cost uniform k = 16 and 32 3–4 % in an
-/// earlier version.
-inline constexpr int tree_near_tie_steps = 256;
+/// Steps after which a walk for k ≤ 16 allows near-ties (tree_near_tie): shorter walks, every walk for
+/// k = 32, and every walk on a tree whose build could not order a run of equal keys (tree_order_ties) answer
+/// exactly as the brute force, ties to the smallest index. No walk of a tree of up to 64 leaves (1,024
+/// entries) is that long, and few warps' walks over uniform references are (the CPU model at 2^20, k = 1:
+/// 78 steps on average, 117 at the 90th percentile); the circle's take 600–1,800. 256 steps took the circle's
+/// walks at 2^22 × 2^22 17–19 % shorter for k = 2 to 16 at +0.5–1.6 % on uniform references (H100 and H200,
+/// twenty-second and twenty-third sessions); 128 took them 9–13 % shorter again for k = 1 to 8 and 4.4 % for
+/// k = 16, uniform inputs within 0.2 % (H200, twenty-fifth session). k = 32 (its lists spill) stays within
+/// 9.0× without them, and allowing them at every k cost uniform k = 16 and 32 3–4 % in an earlier version.
+inline constexpr int tree_near_tie_steps = 128;
 
 /// The threshold the walk's box tests measure rooms against: the list's worst entry, less tree_near_tie
 /// of it once `near_ties` (a long walk) and the list is full.
@@ -711,15 +775,17 @@ __device__ __forceinline__ bool rank_passed(tree_view const& tree, std::size_t f
 
 /// Offers the entries of leaf `leaf` to `list`: a float32 filter over batches of loads issued
 /// together, then float64 ranking (rank_entry) of the entries that pass. The filter is anchored_filter
-/// for k = 1, and for lists of 2 and 4 entries where the float test of the leaf's box cannot decide it (its
+/// for k = 1, and for lists of 2 to 8 entries where the float test of the leaf's box cannot decide it (its
 /// distance at least bounds.lower): there the float chord filter cannot tell the leaf's points apart
 /// either (a small circle seen from afar) and would pass them all to be ranked in float64. Measured on an
 /// H200 (twenty-fourth session, tree_index exact): the circle at 2^21 × 2^17 and 2^22 × 2^16 9–22 % faster
 /// for k = 2 and 4 (k = 4 at 2^21 × 2^17: 17.73 → 13.75 ms), uniform inputs there within 1.1 %; at 2^20 ×
 /// 2^20 and 2^22 × 2^22, k = 4 4–6 % faster on both, k = 2 1.8–4.1 % slower on the circle and 2.4–2.6 % on
-/// uniform inputs. Lists of 8 to 32 keep the float chord filter: with the second path, K = 8 took the
-/// circle at 2^20 × 2^20 6.7 % and uniform inputs 2.5 % longer (H200, twenty-third session), and K = 16
-/// and 32 spilled more (nvcc 13.0, sm_90: 246 B of spill stores instead of 122, 96 instead of 24).
+/// uniform inputs. For K = 8 (twenty-fifth session, with the filter's 2^-49 margin; 2^-48 had cost the
+/// circle at 2^20 × 2^20 6.7 %): the circle at 2^22 × 2^22 7.3 % faster, at 2^21 × 2^17 9.8 %, cell_3m_distinct
+/// at 2^20 × 2^20 21 %, uniform inputs 1.3–2.6 % and antimeridian 6.3 % slower. Lists of 16 and 32 keep the
+/// float chord filter: with the second path they spilled more (nvcc 13.0, sm_90: 246 B of spill stores
+/// instead of 122, 96 instead of 24).
 template <int K>
 __device__ __forceinline__ void scan_leaf(tree_view const& tree, std::size_t leaf, float3 const& p, vec4<double> const& precise_p,
                                           knn_list<K>& list, search_bounds& bounds, bool near_ties)
@@ -853,6 +919,7 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
   // A walk for k ≤ 16 past tree_near_tie_steps (its search_bounds follow at the list's next change; until then
   // they stand for the larger worst entry, which only tests more).
   bool near_ties = false;
+  bool const may_allow_near_ties = K < 32 && *tree.ties_unordered == 0;
   auto const room = [&](std::size_t node) {
     return box_room<(K >= 32)>(p, precise_p, tree.nodes[node], tree.precise_nodes[node], tree.capsules[node], bounds, walk_threshold(list, near_ties));
   };
@@ -877,7 +944,7 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
   int useful = 0;  // steps of the shared walk at a box in which this thread had room
   int step = 0;
   for (; node != 0 && !tree_walk_alone; ++step) {
-    near_ties = near_ties || (K < 32 && step == tree_near_tie_steps);
+    near_ties = near_ties || (may_allow_near_ties && step == tree_near_tie_steps);
     if (step >= tree_shared_walk_min_steps && step % 16 == 0 && step > tree_shared_walk_share * static_cast<int>(warp_max(useful))) {
       break;
     }
@@ -941,7 +1008,7 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
     depth = kept;
     std::size_t at = 0;
     for (;; ++step) {
-      near_ties = near_ties || (K < 32 && step == tree_near_tie_steps);
+      near_ties = near_ties || (may_allow_near_ties && step == tree_near_tie_steps);
       while (at == 0 && depth > 0) {
         std::size_t const pending = own[--depth];
         if (room(pending) != 0u) { at = pending; }
