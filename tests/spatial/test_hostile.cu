@@ -336,19 +336,19 @@ TEST(HostileNearTies, IdenticalReferencesKeepTheirIndexOrderInWalksThatAllowNear
   }
 }
 
-// Exact ties between distinct references, in every slot: 32 sites, each two clusters mirrored across the
-// equator, of 16 points one ulp of T apart in latitude (1,024 references, shuffled), seen from 4,096
+// Exact ties between distinct references, in every slot: 64 sites, each two clusters mirrored across the
+// equator, of 16 points one ulp of T apart in latitude (2,048 references, shuffled), seen from 4,096
 // observations on the equator. Negating a latitude negates its unit vector's z exactly, so each reference
 // has a twin at the same float64 squared chord, and a cluster's neighbours share it too; a cluster's box
 // lies within rounding of its points, so a walk that skipped near-ties would skip the twin's. Every slot
 // of every engine, every k of every_list_size_k, float and double, must hold the float64 brute force's
-// reference (device_chord2), ties to the smallest index: a tree of 1,024 entries is too small for any walk
+// reference (device_chord2), ties to the smallest index: a tree of 2,048 entries is too small for any walk
 // to reach tree_near_tie_steps.
 template <class T>
 void expect_exact_ties_to_the_smallest_index()
 {
   std::mt19937_64 rng(streamkit_test::fresh_seed());
-  constexpr std::size_t sites = 32, cluster = 16, n = 4096;
+  constexpr std::size_t sites = 64, cluster = 16, n = 4096;
   std::uniform_real_distribution<double> site_lat(2.0, 30.0), longitude(-180.0, 180.0);
   std::vector<std::pair<T, T>> points;
   for (std::size_t site = 0; site < sites; ++site) {

@@ -25,8 +25,8 @@
 /// for every k in both precision modes, up to near-ties. A group is ranked once and offered with its k smallest
 /// indices; a box narrower than ~6e-5 rad (the float filter cannot tell its points apart) is also
 /// tested in float64, box and capsule, so a pile of identical points, or millions within a metre, cost a query about
-/// what a uniform set does. Near-ties: a walk for k ≤ 16 longer than 128 steps (detail::tree_near_tie_steps; none
-/// in a tree of up to 1,024 entries, few over uniform references) skips a box whose float64 tests put every
+/// what a uniform set does. Near-ties: a walk for k ≤ 16 longer than 256 steps (detail::tree_near_tie_steps; none
+/// in a tree of up to 2,048 entries, few over uniform references) skips a box whose float64 tests put every
 /// reference in it above (1 − 2^-48) times the list's worst entry (detail::tree_near_tie), so slot j of its
 /// row holds a reference whose float64 squared chord is within a relative 2^-48 (16 ulps; the chord within
 /// 2^-49, 1.8e-15) of the brute force's slot j: seen from afar, the hundreds of points of a tiny circle round

@@ -678,14 +678,16 @@ __device__ __forceinline__ bool rank_entry(tree_view const& tree, std::size_t at
 inline constexpr double tree_near_tie = 0x1.0p-48;
 /// Steps after which a walk for k ≤ 16 allows near-ties (tree_near_tie): shorter walks, every walk for
 /// k = 32, and every walk on a tree whose build could not order a run of equal keys (tree_order_ties) answer
-/// exactly as the brute force, ties to the smallest index. No walk of a tree of up to 64 leaves (1,024
+/// exactly as the brute force, ties to the smallest index. No walk of a tree of up to 128 leaves (2,048
 /// entries) is that long, and few warps' walks over uniform references are (the CPU model at 2^20, k = 1:
-/// 78 steps on average, 117 at the 90th percentile); the circle's take 600–1,800. 256 steps took the circle's
-/// walks at 2^22 × 2^22 17–19 % shorter for k = 2 to 16 at +0.5–1.6 % on uniform references (H100 and H200,
-/// twenty-second and twenty-third sessions); 128 took them 9–13 % shorter again for k = 1 to 8 and 4.4 % for
-/// k = 16, uniform inputs within 0.2 % (H200, twenty-fifth session). k = 32 (its lists spill) stays within
-/// 9.0× without them, and allowing them at every k cost uniform k = 16 and 32 3–4 % in an earlier version.
-inline constexpr int tree_near_tie_steps = 128;
+/// 78 steps on average, 117 at the 90th percentile); the circle's take 600–1,800. At 2^22 × 2^22 they take
+/// the circle's walks 17–19 % shorter for k = 2 to 16 at +0.5–1.6 % on uniform references (H100 and H200,
+/// twenty-second and twenty-third sessions); k = 32 (its lists spill) stays within 9.0× without them, and
+/// allowing them at every k cost uniform k = 16 and 32 3–4 % in an earlier version. 128 steps took the
+/// circle's walks at 2^22 × 2^22 9–13 % shorter again for k = 1 to 8 (H200, twenty-fifth session), but walks
+/// over ordinary clustered float-degree references (KNearest.ClusteredFloatDegreesEveryEngineEveryK, 2,500
+/// of them) then reached near-ties and gave an exact tie between distinct references to the larger index.
+inline constexpr int tree_near_tie_steps = 256;
 
 /// The threshold the walk's box tests measure rooms against: the list's worst entry, less tree_near_tie
 /// of it once `near_ties` (a long walk) and the list is full.
