@@ -36,6 +36,15 @@ struct runs {
     sd::lat_lon const c = coordinates[id];
     return std::abs(c.lat) == half_pi ? std::pair<double, double>{c.lat, 0.0} : std::pair<double, double>{c.lat, c.lon};
   }
+  /// Appends 3 invalid references (the largest key, NaN coordinates), which sort last.
+  void add_invalid()
+  {
+    for (int j = 0; j < 3; ++j) {
+      keys.push_back({~std::uint64_t{0}, ~std::uint64_t{0}});
+      ids.push_back(static_cast<std::uint32_t>(coordinates.size()));
+      coordinates.push_back({std::nan(""), std::nan("")});
+    }
+  }
 };
 
 /// `count` runs of 1 to `longest` entries, each of `kinds` vectors or fewer (a random one an entry), and 3 invalid references.
@@ -62,7 +71,7 @@ runs make_runs(std::mt19937_64& random, int count, int longest, int kinds)
   std::vector<std::uint32_t> index(valid);
   for (std::size_t i = 0; i < valid; ++i) { index[i] = static_cast<std::uint32_t>(i); }
   std::shuffle(index.begin(), index.end(), random);
-  r.coordinates.resize(valid + 3);
+  r.coordinates.resize(valid);
   std::size_t first = 0;
   for (std::size_t i = 0; i <= valid; ++i) {
     if (i == valid || (i > first && entries[i].first.high != entries[first].first.high)) {
@@ -76,11 +85,7 @@ runs make_runs(std::mt19937_64& random, int count, int longest, int kinds)
     r.ids.push_back(index[i]);
     r.coordinates[index[i]] = entries[i].second;
   }
-  for (std::uint32_t j = 0; j < 3; ++j) {
-    r.keys.push_back({~std::uint64_t{0}, ~std::uint64_t{0}});
-    r.ids.push_back(static_cast<std::uint32_t>(valid) + j);
-    r.coordinates[valid + j] = {std::nan(""), std::nan("")};
-  }
+  r.add_invalid();
   return r;
 }
 
@@ -181,11 +186,7 @@ TEST(TreeTies, ALongerRunOfOneVectorKeepsNearTiesAndOfTwoFlagsTheTree)
     edge.coordinates.push_back(e == 0 ? sd::lat_lon{0.5, 0.25} : sd::lat_lon{0.5, 0.75});
   }
   edge.bounds = {{0, edge.keys.size()}};
-  for (std::uint32_t j = 0; j < 3; ++j) {
-    edge.keys.push_back({~std::uint64_t{0}, ~std::uint64_t{0}});
-    edge.ids.push_back(static_cast<std::uint32_t>(sd::tree_tie_run_limit + 1) + j);
-    edge.coordinates.push_back({std::nan(""), std::nan("")});
-  }
+  edge.add_invalid();
   out = order_ties(edge, unordered);
   EXPECT_TRUE(check_runs(edge, out));
   EXPECT_EQ(unordered, 1u);
