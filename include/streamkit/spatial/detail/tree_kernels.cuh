@@ -30,8 +30,9 @@ inline constexpr int tree_search_threads = 128;
 /// stores): against 7 (72 registers), the circle at 2^22 × 2^22 5.5 % (k = 2) and 9.7 % (k = 4) faster and
 /// uniform inputs there 3.4 % and 1.9 %, the circle at 2^22 × 2^16 11 % and 12 %, but one meridian at
 /// 2^21 × 2^17 6.7 % and 8.0 % and grid_0.01deg_region at 2^20 × 2^20 4–7 % slower (H200, twenty-sixth
-/// session; 7 had been 4–10 % faster than 6 on uniform inputs and the circle); for K = 8, 5 (96 registers, no spill; the compiler's 105 with the anchored filter took
-/// uniform 2^22 × 2^22 15 % longer). Other list sizes keep the compiler's choice.
+/// session; 7 had been 4–10 % faster than 6 on uniform inputs and the circle). For K = 8, 5 (96
+/// registers, no spill; the compiler's 105 with the anchored filter took uniform 2^22 × 2^22 15 % longer).
+/// Other list sizes keep the compiler's choice.
 [[nodiscard]] constexpr int tree_search_min_blocks(int k) { return k <= 4 ? 8 : (k == 8 || k == 16 ? 5 : (k == 32 ? 3 : 1)); }
 /// Deepest stack a search needs: one entry per level of a tree of up to 2^31 leaves.
 inline constexpr int tree_stack_depth = 32;
