@@ -1,5 +1,5 @@
 // Hostile inputs (issue 26): exactness of both engines (brute_force_index, tree_index) and the front
-// end (nearest_index) on every class of spatial/hostile_inputs.hpp, for k = 1, 16 and 32, in fast
+// end (nearest_index) on every class of spatial/hostile_inputs.hpp, for k = 1, 2, 16 and 32, in fast
 // and exact precision, with float and double inputs, against the float64 CPU k-nearest reference of
 // nearest_reference.hpp; outputs poisoned before every search. On top of the reference check, rows
 // must keep identical references (identical in the input type) in index order: a row holding one
@@ -51,7 +51,9 @@ using streamkit_test::options_with;
 using streamkit_test::point_set;
 using streamkit_test::upload;
 
-constexpr std::size_t hostile_k[] = {1, 16, 32};
+/// k = 2 too: its walk ranks a leaf's entries warp-wide (scan_leaf_together) with the members of groups of
+/// identical references, which the classes hold.
+constexpr std::size_t hostile_k[] = {1, 2, 16, 32};
 /// Every list size of the searches (1, 2, 4, 8, 16, 32 entries; k = 3 and 5 fill theirs only in part): for the
 /// tests of near-ties and exact ties, whose leaves the float box test cannot decide (where scan_leaf takes the
 /// anchored filter for lists of up to 4 entries).
@@ -95,7 +97,7 @@ void expect_identical_references_in_index_order(hostile::identical_groups const&
                        << " (k = " << k << "):" << lines;
 }
 
-/// Each of `engines` (default: hostile_engines), k in {1, 16, 32}, fast and exact, on one
+/// Each of `engines` (default: hostile_engines), every k of hostile_k, fast and exact, on one
 /// class's N observations and M references uploaded as T in degrees: the first `checked` rows of each
 /// result against the CPU reference and the tie order of identical references.
 template <class T, class Index>

@@ -270,15 +270,16 @@ static __global__ void tree_order_ties(lat_lon const* coordinates, tree_key cons
 
 /// Marks the sorted positions that start a group: a valid reference whose float64 unit vector differs
 /// from the one before it. Identical vectors have identical keys, so a group is a run in the sorted
-/// order, its indices ascending (the sort is stable); a vector that equal keys interleave with another
-/// forms more than one group, which costs time, never exactness.
+/// order, its indices ascending (the sort is stable, and tree_order_ties orders runs of equal keys); a
+/// vector that a longer run interleaves with another forms more than one group, which costs time, never
+/// exactness.
 static __global__ void tree_mark_groups(lat_lon const* coordinates, tree_key const* sorted_keys, std::uint32_t const* sorted_ids,
                                         std::size_t count, std::uint32_t* starts)
 {
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count; i += std::size_t{gridDim.x} * blockDim.x) {
     vec4<double> const p = sorted_vector(coordinates, sorted_ids, i);
     bool start = !isnan(p.x);
-    if (start && i > 0 && sorted_keys[i].high == sorted_keys[i - 1].high && sorted_keys[i].low == sorted_keys[i - 1].low) {
+    if (start && i > 0 && same_key(sorted_keys[i], sorted_keys[i - 1])) {
       start = !same_vector(p, sorted_vector(coordinates, sorted_ids, i - 1));
     }
     starts[i] = start ? 1u : 0u;
@@ -819,21 +820,79 @@ __device__ __forceinline__ void scan_leaf(tree_view const& tree, std::size_t lea
 /// 9.18 → 8.48, cell_3m_distinct 4.46 → 4.22, uniform and every other class within 1.5 %.
 inline constexpr int tree_rank_together_factor = 3;
 
-/// The leaf a k = 1 warp's shared walk stands at, for the threads that `want` it (the walk is the same
-/// in every lane). Each thread filters the leaf's entries in float; when few threads pass many (a curve
-/// seen from afar, whose points a float filter cannot tell apart, while the warp's threads want
-/// different parts of it), the warp ranks them together, two threads a round, one entry a lane, and
-/// offers each thread the nearest of its half (ties to the smallest index, as the list orders them);
-/// otherwise each thread ranks its own, as scan_leaf does, against the bounds it entered the leaf with.
-__device__ __forceinline__ void scan_leaf_together(tree_view const& tree, std::size_t leaf, bool want, vec4<double> const& precise_p,
-                                                   knn_list<1>& list, search_bounds& bounds, bool near_ties)
+/// A candidate pair of a leaf's entries in scan_leaf_together: the `Slots` nearest of one lane's, or
+/// of several lanes' after merging, by (squared chord, index), nearest first; empty slots hold +inf
+/// and no_reference.
+template <int Slots>
+struct leaf_candidates {
+  double chord2[Slots];
+  std::uint32_t id[Slots];
+
+  /// The lane's share of an entry at squared chord c: its group's smallest indices (a group of
+  /// identical references holds ascending indices, rank_entry), up to Slots of them.
+  __device__ static leaf_candidates of_entry(tree_view const& tree, std::size_t at, double c, std::uint32_t smallest)
+  {
+    leaf_candidates r;
+    r.chord2[0] = c;
+    r.id[0] = smallest;
+    if constexpr (Slots == 2) {
+      bool const pair = smallest != no_reference && __float_as_uint(tree.points[at].w) >= 2u;
+      r.chord2[1] = pair ? c : cuda::std::numeric_limits<double>::infinity();
+      r.id[1] = pair ? tree.member_ids[tree.run_starts[at] + 1] : no_reference;
+    }
+    return r;
+  }
+  /// The Slots nearest of this lane's and those of the lane `offset` away (xor), the same in both lanes.
+  __device__ void merge_xor(unsigned lanes, int offset)
+  {
+    double other_c[Slots];
+    std::uint32_t other_id[Slots];
+#pragma unroll
+    for (int s = 0; s < Slots; ++s) {
+      other_c[s] = __shfl_xor_sync(lanes, chord2[s], offset);
+      other_id[s] = __shfl_xor_sync(lanes, id[s], offset);
+    }
+    using list = knn_list<1>;
+    bool const other_first = list::before(other_c[0], other_id[0], chord2[0], id[0]);
+    if constexpr (Slots == 2) {
+      // The second is the better of the loser's first and the winner's second.
+      double const loser_c = other_first ? chord2[0] : other_c[0], winner_c = other_first ? other_c[1] : chord2[1];
+      std::uint32_t const loser_id = other_first ? id[0] : other_id[0], winner_id = other_first ? other_id[1] : id[1];
+      bool const loser_second = list::before(loser_c, loser_id, winner_c, winner_id);
+      chord2[1] = loser_second ? loser_c : winner_c;
+      id[1] = loser_second ? loser_id : winner_id;
+    }
+    if (other_first) {
+      chord2[0] = other_c[0];
+      id[0] = other_id[0];
+    }
+  }
+};
+
+/// The leaf a warp's shared walk stands at, for lists of K ≤ 2 entries and the threads that `want` it
+/// (the walk is the same in every lane). Each thread filters the leaf's entries in float, with
+/// scan_leaf's filter; when few threads pass many (a curve seen from afar, whose points a float filter
+/// cannot tell apart, while the warp's threads want different parts of it), the warp ranks them
+/// together, two threads a round, one entry a lane, and offers each thread the K nearest of its half
+/// (ties to the smallest index, as the list orders them: the K nearest of a set change a list of K as
+/// the whole set would); otherwise each thread ranks its own, as scan_leaf does, against the bounds it
+/// entered the leaf with.
+template <int K>
+__device__ __forceinline__ void scan_leaf_together(tree_view const& tree, std::size_t leaf, bool want, float3 const& p,
+                                                   vec4<double> const& precise_p, knn_list<K>& list, search_bounds& bounds,
+                                                   bool near_ties)
 {
+  static_assert(K <= 2, "the warp merges at most two candidates a lane");
   constexpr unsigned all = 0xffffffffu;
   std::size_t const first = leaf * tree_leaf_size;
   unsigned passed = 0;
   if (want) {
-    anchored_filter const filter(tree, leaf, precise_p, walk_threshold(list, near_ties));
-    for (int b = 0; b < tree_leaf_size; b += tree_scan_batch) { passed |= filter_batch(tree, first + b, filter, b); }
+    if (K == 1 || !(box_distance2(p, tree.nodes[tree.leaves + leaf]) < bounds.lower)) {
+      anchored_filter const filter(tree, leaf, precise_p, walk_threshold(list, near_ties));
+      for (int b = 0; b < tree_leaf_size; b += tree_scan_batch) { passed |= filter_batch(tree, first + b, filter, b); }
+    } else {
+      for (int b = 0; b < tree_leaf_size; b += tree_scan_batch) { passed |= filter_batch(tree, first + b, p, bounds, b); }
+    }
   }
   unsigned rest = __ballot_sync(all, passed != 0u);  // the threads with entries to rank
   if (rest == 0u) { return; }
@@ -859,18 +918,15 @@ __device__ __forceinline__ void scan_leaf_together(tree_view const& tree, std::s
         c = chord2(x, y, z, q);
         id = static_cast<std::uint32_t>(q.w);
       }
-      for (int offset = tree_leaf_size / 2; offset > 0; offset /= 2) {
-        double const other_c = __shfl_xor_sync(all, c, offset);
-        std::uint32_t const other_id = __shfl_xor_sync(all, id, offset);
-        if (knn_list<1>::before(other_c, other_id, c, id)) {
-          c = other_c;
-          id = other_id;
-        }
-      }
+      auto nearest = leaf_candidates<K>::of_entry(tree, first + slot, c, id);
+      for (int offset = tree_leaf_size / 2; offset > 0; offset /= 2) { nearest.merge_xor(all, offset); }
       int const source = lane == high_owner && high_owner != low_owner ? tree_leaf_size : 0;
-      double const nearest = __shfl_sync(all, c, source);
-      std::uint32_t const nearest_id = __shfl_sync(all, id, source);
-      if (lane == low_owner || lane == high_owner) { taken |= list.offer(nearest, nearest_id); }
+#pragma unroll
+      for (int s = 0; s < K; ++s) {
+        double const c_s = __shfl_sync(all, nearest.chord2[s], source);
+        std::uint32_t const id_s = __shfl_sync(all, nearest.id[s], source);
+        if (lane == low_owner || lane == high_owner) { taken |= list.offer(c_s, id_s); }
+      }
     }
   }
   if (taken) { bounds = search_bounds(walk_threshold(list, near_ties)); }
@@ -900,8 +956,8 @@ inline constexpr bool tree_walk_alone = STREAMKIT_TREE_WALK_ALONE != 0;
 /// warp's, in shared memory. The threads of a warp (neighbouring observations, once sorted) walk the
 /// tree together: depth first, a box is entered when any thread may still find a point in it
 /// (box_room), first the child that leaves some thread the most room below its worst entry; a thread
-/// scans each leaf entered in which it had room, with its own filter (for k = 1, the warp may rank the
-/// entries that pass together: scan_leaf_together). Control flow and the node and
+/// scans each leaf entered in which it had room, with its own filter (for lists of 1 and 2 entries, the
+/// warp may rank the entries that pass together: scan_leaf_together). Control flow and the node and
 /// leaf loads are the same across the warp (broadcasts). When few of the shared steps are of use to
 /// any thread (tree_shared_walk_share), each goes on alone from where the warp stands, with a stack of
 /// its own.
@@ -970,8 +1026,8 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
         mine = left_first ? mine_left : mine_right;
         continue;
       }
-    } else if constexpr (K == 1) {
-      scan_leaf_together(tree, node - tree.leaves, mine != 0u && !is_seed(node), precise_p, list, bounds, near_ties);
+    } else if constexpr (K <= 2) {
+      scan_leaf_together(tree, node - tree.leaves, mine != 0u && !is_seed(node), p, precise_p, list, bounds, near_ties);
     } else if (mine != 0u && !is_seed(node)) {
       scan_leaf(tree, node - tree.leaves, p, precise_p, list, bounds, near_ties);
     }
