@@ -155,12 +155,12 @@ class HostileExactness : public ::testing::TestWithParam<std::string> {
 
 // N = 8192 observations (at M = 4000 the front end picks the tree for k = 16 and 32 from N = 8000 on,
 // the brute force below), the first 2000 rows checked against the CPU reference, the tie order on all.
-TEST_P(HostileExactness, FloatDegreesEveryEngineK1_16_32)
+TEST_P(HostileExactness, FloatDegreesEveryEngineK1_2_16_32)
 {
   check_class<float, std::int32_t>(hostile::find_class(GetParam()), 8192, 4000, 2000, seed_);
 }
 
-TEST_P(HostileExactness, DoubleDegreesEveryEngineK1_16_32)
+TEST_P(HostileExactness, DoubleDegreesEveryEngineK1_2_16_32)
 {
   check_class<double, std::int64_t>(hostile::find_class(GetParam()), 8192, 4000, 2000, seed_);
 }
@@ -181,7 +181,7 @@ class HostileCellLists : public ::testing::TestWithParam<std::string> {
 // while a long walk may skip references within tree_near_tie of its worst entry, so a slot may hold
 // another reference where the two squared chords (as the kernels compute them) are within that bound;
 // the first 1500 rows also against the CPU reference, and the tie order of identical references on every row.
-TEST_P(HostileCellLists, EveryRowAsTheWalkK1_16_32)
+TEST_P(HostileCellLists, EveryRowAsTheWalkK1_2_16_32)
 {
   using T = float;
   using Index = std::int32_t;

@@ -817,7 +817,10 @@ __device__ __forceinline__ void scan_leaf(tree_view const& tree, std::size_t lea
 /// The warp ranks a leaf's entries together (scan_leaf_together) when this many times the rounds that
 /// takes is below the most entries one thread would rank alone. Measured on an H100 (2^20 × 2^20, k = 1,
 /// seventeenth session), factors 2, 3 and 6 alike: the pole circle 14.49 → 13.04 ms, refs_one_meridian
-/// 9.18 → 8.48, cell_3m_distinct 4.46 → 4.22, uniform and every other class within 1.5 %.
+/// 9.18 → 8.48, cell_3m_distinct 4.46 → 4.22, uniform and every other class within 1.5 %. For lists of
+/// 2 (H200, twenty-seventh session), factors 2, 3 and 6 alike within 1.3 %; ranking together took the
+/// hostile k = 2 cases measured 1–6 % shorter (the circle at 2^22 × 2^22 57.35 → 54.61 ms, one meridian
+/// at 2^21 × 2^17 13.41 → 12.92) but antimeridian at 2^20 × 2^20 (2 % longer), uniform inputs within 1 %.
 inline constexpr int tree_rank_together_factor = 3;
 
 /// A candidate pair of a leaf's entries in scan_leaf_together: the `Slots` nearest of one lane's, or
