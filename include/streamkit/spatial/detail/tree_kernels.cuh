@@ -823,9 +823,9 @@ __device__ __forceinline__ void scan_leaf(tree_view const& tree, std::size_t lea
 /// at 2^21 × 2^17 13.41 → 12.92) but antimeridian at 2^20 × 2^20 (2 % longer), uniform inputs within 1 %.
 inline constexpr int tree_rank_together_factor = 3;
 
-/// A candidate pair of a leaf's entries in scan_leaf_together: the `Slots` nearest of one lane's, or
-/// of several lanes' after merging, by (squared chord, index), nearest first; empty slots hold +inf
-/// and no_reference.
+/// The `Slots` nearest candidates of a leaf's entries in scan_leaf_together, of one lane's or, after
+/// merging, of several lanes', by (squared chord, index), nearest first; empty slots hold +inf and
+/// no_reference.
 template <int Slots>
 struct leaf_candidates {
   double chord2[Slots];
@@ -855,13 +855,12 @@ struct leaf_candidates {
       other_c[s] = __shfl_xor_sync(lanes, chord2[s], offset);
       other_id[s] = __shfl_xor_sync(lanes, id[s], offset);
     }
-    using list = knn_list<1>;
-    bool const other_first = list::before(other_c[0], other_id[0], chord2[0], id[0]);
+    bool const other_first = knn_list<1>::before(other_c[0], other_id[0], chord2[0], id[0]);
     if constexpr (Slots == 2) {
       // The second is the better of the loser's first and the winner's second.
       double const loser_c = other_first ? chord2[0] : other_c[0], winner_c = other_first ? other_c[1] : chord2[1];
       std::uint32_t const loser_id = other_first ? id[0] : other_id[0], winner_id = other_first ? other_id[1] : id[1];
-      bool const loser_second = list::before(loser_c, loser_id, winner_c, winner_id);
+      bool const loser_second = knn_list<1>::before(loser_c, loser_id, winner_c, winner_id);
       chord2[1] = loser_second ? loser_c : winner_c;
       id[1] = loser_second ? loser_id : winner_id;
     }
