@@ -4,7 +4,8 @@ margins, leaves of 16 in Morton order (the library's implicit tree).
 
   session27_walk_model.py M K S meridian|uniform walk    one thread's walk (capsules as the only bound, the nearer child
         first): capsule tests and leaves scanned after the library's seed (the two leaves around the observation's Morton
-        key) or an oracle seed (the leaf of its nearest reference)
+        key), an oracle seed (the leaf of its nearest reference), or the leaves around the nearest reference of a point
+        within rho of the observation (a cell centre's)
   session27_walk_model.py M K S meridian|uniform bands   the nodes whose lower bound lies below the observation's k-th
         nearest chord, for the capsule and for the larger of it and a great-circle band (the node's entries within angle
         r of the great-circle arc between two of them)
@@ -99,6 +100,12 @@ for i, p in enumerate(obs):
     res["library seed"].append(walk(p, [first, first + 1]))
     nearest = np.argmin(((P - p) ** 2).sum(1)) // L
     res["oracle seed"].append(walk(p, [nearest]))
+    # the seed a walker of a cell-list query could take: the leaves around the nearest reference of its cell's centre,
+    # which lies within the cell's radius rho of the observation (0.0055 rad: a cell of the lists' grid at M = 2^17)
+    for rho in (0.0055, 0.02):
+        q = p + rng.normal(size=3) * rho / np.sqrt(3); q /= np.linalg.norm(q)
+        leaf = np.argmin(((P - q) ** 2).sum(1)) // L
+        res.setdefault(f"centre seed, rho {rho}", []).append(walk(p, [(leaf // 2) * 2, (leaf // 2) * 2 + 1]))
 print(f"M = {M}, k = {K}, {S} uniform observations, references {CLS}")
 for name, v in res.items():
-    v = np.array(v); print(f"{name:14s} capsule tests mean {v[:,0].mean():7.1f} p90 {np.percentile(v[:,0],90):7.1f}; leaves scanned mean {v[:,1].mean():6.1f} p90 {np.percentile(v[:,1],90):6.1f}")
+    v = np.array(v); print(f"{name:22s} capsule tests mean {v[:,0].mean():7.1f} p90 {np.percentile(v[:,0],90):7.1f}; leaves scanned mean {v[:,1].mean():6.1f} p90 {np.percentile(v[:,1],90):6.1f}")
