@@ -27,8 +27,8 @@ inline constexpr int tree_search_threads = 128;
 /// uniform 2^20 × 2^20 4 %, the pole circle 13 % and cell_3m_distinct 17 % faster, antimeridian 6 % slower
 /// (with the final code cell_3m 12 % slower; 4 blocks: uniform 3 % slower). For K = 2 and 4, 8 too (64
 /// registers, against the compiler's 96 and 94 with scan_leaf's two filters; 60 and 122 B of spill
-/// stores): against 7 (72 registers), the circle at 2^22 × 2^22 5.5 % (k = 2) and 9.7 % (k = 4) faster and
-/// uniform inputs there 3.4 % and 1.9 %, the circle at 2^22 × 2^16 11 % and 12 %, but one meridian at
+/// stores, 72 for K = 2 since it ranks leaves warp-wide too): against 7 (72 registers), the circle at
+/// 2^22 × 2^22 5.5 % (k = 2) and 9.7 % (k = 4) faster and uniform inputs there 3.4 % and 1.9 %, the circle at 2^22 × 2^16 11 % and 12 %, but one meridian at
 /// 2^21 × 2^17 6.7 % and 8.0 % and grid_0.01deg_region at 2^20 × 2^20 4–7 % slower (H200, twenty-sixth
 /// session; 7 had been 4–10 % faster than 6 on uniform inputs and the circle). For K = 8, 5 (96
 /// registers, no spill; the compiler's 105 with the anchored filter took uniform 2^22 × 2^22 15 % longer).
