@@ -39,8 +39,9 @@
 ///
 /// Many observations against few references (from 2^21 observations, at least 16 per reference, up to 2^18 references): the
 /// query answers from cell lists instead (detail/tree_cells.cuh). The sphere is cut into the cells of
-/// a cube map, about two per reference; the tree gives each cell the k nearest of its centre
-/// and then every entry that can be among the k nearest of any point of the cell. Each observation
+/// a cube map, about two per reference; the tree gives each cell k references near its centre (its k
+/// nearest, or farther by at most 2^-11 of their distance: no near-ties told apart) and then every
+/// entry that can be among the k nearest of any point of the cell. Each observation
 /// scans its cell's list with the same float32 filter and float64 ranking, so the answers are the
 /// brute force's (the walk's but for near-ties). For k > 1 the observations are first sorted by cell (a radix sort of keys of a
 /// few bits, not 30), so that the threads of a warp read and rank the same entries; for k = 1 (lists of

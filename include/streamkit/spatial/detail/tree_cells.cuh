@@ -9,8 +9,10 @@
 // of a warp reading different lists: each thread takes its observation in the caller's order.
 //
 // Why a list is complete. For a cell with centre c (a unit vector) whose points all lie within chord
-// ρ of c, let D be the chord from c to its k-th nearest reference (with multiplicity). Any point p of
-// the cell has k references within ρ + D (those of c), so its k nearest lie within ρ + D of p, hence
+// ρ of c, let D be the chord from c to the farthest of any k references (with multiplicity): the
+// centres' search returns k that are at most a relative 2^-11 farther than c's k nearest
+// (walk_goal::kth_bound), which costs it no exact ranking of near-ties. Any point p of the cell has k
+// references within ρ + D (those of c), so its k nearest lie within ρ + D of p, hence
 // within D + 2ρ of c (triangle inequality of the chord, a Euclidean distance). With a distance limit L
 // (chord), its answers also lie within L + ρ of c. The list holds every entry within
 // min(D + 2ρ, L + ρ) + cell_list_slack of c; the slack covers every rounding of the float64 values
@@ -123,8 +125,8 @@ struct cube_grid {
   }
 };
 
-/// Each cell's centre as latitude and longitude (radians): the k-nearest search of the centres gives
-/// every cell its k-th distance.
+/// Each cell's centre as latitude and longitude (radians): the search of the centres gives every cell
+/// its k-th distance, or a bound on it from above (walk_goal::kth_bound).
 static __global__ void tree_cell_centres(cube_grid grid, double* latitude, double* longitude)
 {
   std::size_t const cell = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;

@@ -286,10 +286,12 @@ void cell_list_search(points_ref<T> const& observations, neighbors_ref<Index, T>
   unsigned const cell_blocks = grid_size("tree_cell_lists", cells, cell_threads);
   tree_cell_centres<<<cell_blocks, cell_threads, 0, stream.value()>>>(plan.grid, latitude, longitude);
   STREAMKIT_CHECK_LAUNCH();
-  tree_search<K, std::int64_t, double><<<grid_size("tree_search", cells, tree_search_threads), tree_search_threads, 0, stream.value()>>>(
+  // Each centre's k-th distance need only bound the k nearest's from above (walk_goal::kth_bound).
+  auto const centre_search = tree_search<K, std::int64_t, double, walk_goal::kth_bound>;
+  centre_search<<<grid_size("tree_search", cells, tree_search_threads), tree_search_threads, 0, stream.value()>>>(
     points_ref<double>::separate(latitude, longitude, cells), cells, nullptr, tree,
     neighbors_ref<std::int64_t, double>::dense(centre_index, centre_angle, cells, result.k), k,
-    std::numeric_limits<double>::infinity(), 1.0);
+    std::numeric_limits<double>::infinity(), 1.0, nullptr);
   STREAMKIT_CHECK_LAUNCH();
   // k = 1 lists hold float32 points (tree_cell_nearest), longer ones sorted positions (tree_cell_search).
   using cell_entry = std::conditional_t<K == 1, float4, std::uint32_t>;

@@ -693,12 +693,25 @@ inline constexpr double tree_near_tie = 0x1.0p-48;
 /// of them) then reached near-ties and gave an exact tie between distinct references to the larger index.
 inline constexpr int tree_near_tie_steps = 256;
 
+/// What a walk returns: the k nearest references (up to near-ties, tree_near_tie), or k references whose
+/// worst is within a relative tree_kth_bound_slack of the k-th nearest's squared chord, an upper bound on it:
+/// the cell lists need no more of their centres (cell_reach), and, seen from afar, a curve of references
+/// (one meridian, a tiny circle) has many within rounding of each other that an exact walk must tell apart
+/// in float64, node by node (at 2^21 × 2^17, k = 2, one meridian's centres took 3.6 ms, uniform references'
+/// 0.31; ncu, H200, twenty-eighth session).
+enum class walk_goal { nearest, kth_bound };
+/// A kth_bound walk skips from its first step every box and entry its float64 tests put above (1 − this)
+/// times the full list's worst entry (as tree_near_tie does in long walks), so its k-th squared chord is at
+/// most 1 / (1 − this) times the k-th nearest's: a cell's reach grows by a 2^-11 of that chord.
+inline constexpr double tree_kth_bound_slack = 0x1.0p-10;
+
 /// The threshold the walk's box tests measure rooms against: the list's worst entry, less tree_near_tie
-/// of it once `near_ties` (a long walk) and the list is full.
-template <int K>
+/// of it once `near_ties` (a long walk) and the list is full, or less tree_kth_bound_slack for a kth_bound walk.
+template <walk_goal Goal, int K>
 __device__ __forceinline__ double walk_threshold(knn_list<K> const& list, bool near_ties)
 {
-  return near_ties && list.id[K - 1] != no_reference ? list.worst() * (1.0 - tree_near_tie) : list.worst();
+  constexpr double slack = Goal == walk_goal::kth_bound ? tree_kth_bound_slack : tree_near_tie;
+  return near_ties && list.id[K - 1] != no_reference ? list.worst() * (1.0 - slack) : list.worst();
 }
 
 /// Entries per load batch of a leaf scan: their loads are issued together.
@@ -792,24 +805,24 @@ __device__ __forceinline__ bool rank_passed(tree_view const& tree, std::size_t f
 /// at 2^20 × 2^20 21 %, uniform inputs 1.3–2.6 % and antimeridian 6.3 % slower. Lists of 16 and 32 keep the
 /// float chord filter: with the second path they spilled more (nvcc 13.0, sm_90: 246 B of spill stores
 /// instead of 122, 96 instead of 24).
-template <int K>
+template <walk_goal Goal, int K>
 __device__ __forceinline__ void scan_leaf(tree_view const& tree, std::size_t leaf, float3 const& p, vec4<double> const& precise_p,
                                           knn_list<K>& list, search_bounds& bounds, bool near_ties)
 {
   std::size_t const first = leaf * tree_leaf_size;
   if (K == 1 || (K <= 8 && !(box_distance2(p, tree.nodes[tree.leaves + leaf]) < bounds.lower))) {
-    anchored_filter filter(tree, leaf, precise_p, walk_threshold(list, near_ties));
+    anchored_filter filter(tree, leaf, precise_p, walk_threshold<Goal>(list, near_ties));
     for (int b = 0; b < tree_leaf_size; b += tree_scan_batch) {
       unsigned const passed = filter_batch(tree, first + b, filter, 0);
       if (rank_passed(tree, first + b, passed, precise_p, list)) {
-        double const threshold = walk_threshold(list, near_ties);
+        double const threshold = walk_threshold<Goal>(list, near_ties);
         bounds = search_bounds(threshold);
         filter.update(threshold);
       }
     }
   } else {
     for (int b = 0; b < tree_leaf_size; b += tree_scan_batch) {
-      if (rank_passed(tree, first + b, filter_batch(tree, first + b, p, bounds, 0), precise_p, list)) { bounds = search_bounds(walk_threshold(list, near_ties)); }
+      if (rank_passed(tree, first + b, filter_batch(tree, first + b, p, bounds, 0), precise_p, list)) { bounds = search_bounds(walk_threshold<Goal>(list, near_ties)); }
     }
   }
 }
@@ -879,7 +892,7 @@ struct leaf_candidates {
 /// (ties to the smallest index, as the list orders them: the K nearest of a set change a list of K as
 /// the whole set would); otherwise each thread ranks its own, as scan_leaf does, against the bounds it
 /// entered the leaf with.
-template <int K>
+template <walk_goal Goal, int K>
 __device__ __forceinline__ void scan_leaf_together(tree_view const& tree, std::size_t leaf, bool want, float3 const& p,
                                                    vec4<double> const& precise_p, knn_list<K>& list, search_bounds& bounds,
                                                    bool near_ties)
@@ -890,7 +903,7 @@ __device__ __forceinline__ void scan_leaf_together(tree_view const& tree, std::s
   unsigned passed = 0;
   if (want) {
     if (K == 1 || !(box_distance2(p, tree.nodes[tree.leaves + leaf]) < bounds.lower)) {
-      anchored_filter const filter(tree, leaf, precise_p, walk_threshold(list, near_ties));
+      anchored_filter const filter(tree, leaf, precise_p, walk_threshold<Goal>(list, near_ties));
       for (int b = 0; b < tree_leaf_size; b += tree_scan_batch) { passed |= filter_batch(tree, first + b, filter, b); }
     } else {
       for (int b = 0; b < tree_leaf_size; b += tree_scan_batch) { passed |= filter_batch(tree, first + b, p, bounds, b); }
@@ -931,7 +944,7 @@ __device__ __forceinline__ void scan_leaf_together(tree_view const& tree, std::s
       }
     }
   }
-  if (taken) { bounds = search_bounds(walk_threshold(list, near_ties)); }
+  if (taken) { bounds = search_bounds(walk_threshold<Goal>(list, near_ties)); }
 }
 
 /// When a warp's threads go on alone (tree_search_one): once the walk they share has taken at least
@@ -962,8 +975,9 @@ inline constexpr bool tree_walk_alone = STREAMKIT_TREE_WALK_ALONE != 0;
 /// warp may rank the entries that pass together: scan_leaf_together). Control flow and the node and
 /// leaf loads are the same across the warp (broadcasts). When few of the shared steps are of use to
 /// any thread (tree_shared_walk_share), each goes on alone from where the warp stands, with a stack of
-/// its own.
-template <int K, class Index, class T>
+/// its own. A walk_goal::kth_bound walk returns k references no farther than the k-th nearest by
+/// tree_kth_bound_slack instead.
+template <int K, walk_goal Goal, class Index, class T>
 __device__ __forceinline__ void tree_search_one(points_ref<T> const& observations, std::size_t t, std::size_t searched,
                                                 std::uint32_t const* order, tree_view const& tree, neighbors_ref<Index, T> const& result,
                                                 int k, double limit, double scale, std::uint32_t* stack)
@@ -980,11 +994,11 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
   search_bounds bounds(list.worst());
   if (!valid) { bounds.upper = -cuda::std::numeric_limits<float>::infinity(); }
   // A walk for k ≤ 16 past tree_near_tie_steps (its search_bounds follow at the list's next change; until then
-  // they stand for the larger worst entry, which only tests more).
-  bool near_ties = false;
+  // they stand for the larger worst entry, which only tests more); a kth_bound walk from the start.
+  bool near_ties = Goal == walk_goal::kth_bound;
   bool const may_allow_near_ties = K < 32 && *tree.ties_unordered == 0;
   auto const room = [&](std::size_t node) {
-    return box_room<(K >= 32)>(p, precise_p, tree.nodes[node], tree.precise_nodes[node], tree.capsules[node], bounds, walk_threshold(list, near_ties));
+    return box_room<(K >= 32)>(p, precise_p, tree.nodes[node], tree.precise_nodes[node], tree.capsules[node], bounds, walk_threshold<Goal>(list, near_ties));
   };
   // The seed: the leaves under seed_node(), scanned first and skipped by the walk.
   std::size_t const groups = *tree.group_count;
@@ -993,7 +1007,7 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
     seed = seed_node(tree, morton_code<21>(precise_p), groups);
     std::size_t const first_leaf = tree.leaves == 1 ? 0 : 2 * seed - tree.leaves;
     for (std::size_t leaf = first_leaf; leaf < min_of(first_leaf + 2, tree.leaves); ++leaf) {
-      if (leaf * tree_leaf_size < groups) { scan_leaf(tree, leaf, p, precise_p, list, bounds, false); }
+      if (leaf * tree_leaf_size < groups) { scan_leaf<Goal>(tree, leaf, p, precise_p, list, bounds, near_ties); }
     }
   }
   auto const is_seed = [&](std::size_t leaf_node) { return (tree.leaves == 1 ? leaf_node : leaf_node / 2) == seed; };
@@ -1029,9 +1043,9 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
         continue;
       }
     } else if constexpr (K <= 2) {
-      scan_leaf_together(tree, node - tree.leaves, mine != 0u && !is_seed(node), p, precise_p, list, bounds, near_ties);
+      scan_leaf_together<Goal>(tree, node - tree.leaves, mine != 0u && !is_seed(node), p, precise_p, list, bounds, near_ties);
     } else if (mine != 0u && !is_seed(node)) {
-      scan_leaf(tree, node - tree.leaves, p, precise_p, list, bounds, near_ties);
+      scan_leaf<Goal>(tree, node - tree.leaves, p, precise_p, list, bounds, near_ties);
     }
     node = 0;  // back up to the nearest pending box some thread may still want
     while (depth > 0) {
@@ -1084,7 +1098,7 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
         at = left == 0u && right == 0u ? 0 : (left_first ? 2 * at : 2 * at + 1);
         continue;
       }
-      if (!is_seed(at)) { scan_leaf(tree, at - tree.leaves, p, precise_p, list, bounds, near_ties); }
+      if (!is_seed(at)) { scan_leaf<Goal>(tree, at - tree.leaves, p, precise_p, list, bounds, near_ties); }
       at = 0;
     }
   }
@@ -1097,8 +1111,8 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
 /// loop taking position t of `order`. With `order_count` set, only the first *order_count (≤ n)
 /// entries of `order` are searched: a count another kernel left on the device, so the grid is sized
 /// for n and its stride loop ends early. Writes row order[t] of `result` and adds the invalid
-/// observations to result.invalid_count when it is set.
-template <int K, class Index, class T>
+/// observations to result.invalid_count when it is set. `Goal`: tree_search_one's.
+template <int K, class Index, class T, walk_goal Goal = walk_goal::nearest>
 __global__ void __launch_bounds__(tree_search_threads, tree_search_min_blocks(K))
   tree_search(points_ref<T> observations, std::size_t n, std::uint32_t const* order, tree_view tree,
               neighbors_ref<Index, T> result, int k, double limit, double scale, std::uint32_t const* order_count = nullptr)
@@ -1107,7 +1121,7 @@ __global__ void __launch_bounds__(tree_search_threads, tree_search_min_blocks(K)
   std::size_t const searched = order_count != nullptr ? *order_count : n;
   // A whole block takes each position range, so that every warp walks with all its lanes.
   for (std::size_t base = blockIdx.x * std::size_t{blockDim.x}; base < searched; base += std::size_t{gridDim.x} * blockDim.x) {
-    tree_search_one<K>(observations, base + threadIdx.x, searched, order, tree, result, k, limit, scale, stacks[threadIdx.x / 32]);
+    tree_search_one<K, Goal>(observations, base + threadIdx.x, searched, order, tree, result, k, limit, scale, stacks[threadIdx.x / 32]);
   }
 }
 
