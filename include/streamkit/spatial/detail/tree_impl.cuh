@@ -148,7 +148,7 @@ inline void sort_tree_keys(tree_key* keys, std::uint32_t* ids, std::size_t count
 }
 
 /// Blocks of tree_order_long_runs at most, which loops over the runs it is given.
-inline constexpr std::size_t tree_tie_block_launch = 1024;
+inline constexpr std::size_t tree_tie_block_launch = 4096;
 
 /// Orders the runs of equal keys of `count` sorted (key, id) pairs on `stream` (tree_order_ties, then
 /// tree_order_long_runs): `flags` (zeroed before) gets `unordered` in flags[0] and the long runs' count

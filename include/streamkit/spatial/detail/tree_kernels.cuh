@@ -314,7 +314,8 @@ static __global__ void tree_order_ties(lat_lon const* coordinates, tree_key cons
 
 /// Orders each run of `long_runs` by (vector, index), a block a run: the run's vectors and ids in
 /// shared memory, each entry's place its rank among them (every pair compared; such runs are rare and
-/// short). A run of one vector is already in index order and is left as it is.
+/// short). A run of one vector (identical coordinates, or one vector under several) is already in index
+/// order and is left as it is.
 static __global__ void __launch_bounds__(tree_tie_block_threads)
   tree_order_long_runs(lat_lon const* coordinates, tree_key const* sorted_keys, std::uint32_t* sorted_ids, std::size_t count,
                        tie_run_list long_runs)
@@ -333,12 +334,18 @@ static __global__ void __launch_bounds__(tree_tie_block_threads)
     }
     __syncthreads();
     unsigned const entries = length;
-    for (unsigned e = threadIdx.x; e < entries; e += blockDim.x) {
-      vectors[e] = sorted_vector(coordinates, sorted_ids, first + e);
-      ids[e] = sorted_ids[first + e];
-    }
-    __syncthreads();
+    // A run of identical coordinates (a pile of one point) is one vector: no float64 vector is needed.
     bool mixed = false;
+    for (unsigned e = threadIdx.x; e < entries; e += blockDim.x) {
+      ids[e] = sorted_ids[first + e];
+      lat_lon const a = coordinates[ids[e]];
+      lat_lon const b = coordinates[sorted_ids[first + (e > 0 ? e - 1 : 0)]];
+      mixed = mixed || a.lat != b.lat || a.lon != b.lon;
+    }
+    if (!__syncthreads_or(mixed)) { continue; }
+    for (unsigned e = threadIdx.x; e < entries; e += blockDim.x) { vectors[e] = sorted_vector(coordinates, sorted_ids, first + e); }
+    mixed = false;
+    __syncthreads();
     for (unsigned e = threadIdx.x + 1; e < entries; e += blockDim.x) { mixed = mixed || !same_vector(vectors[e], vectors[e - 1]); }
     if (__syncthreads_or(mixed)) {
       for (unsigned e = threadIdx.x; e < entries; e += blockDim.x) {
