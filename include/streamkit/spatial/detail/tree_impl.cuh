@@ -157,8 +157,8 @@ inline void order_tie_runs(lat_lon const* coordinates, tree_key const* sorted_ke
                            std::uint32_t* flags, std::uint32_t* long_starts, stream_ref stream)
 {
   tie_run_list const long_runs{flags + 1, long_starts};
-  tree_order_ties<<<grid_size("tree_order_ties", count, 256, grid_stride_blocks), 256, 0, stream.value()>>>(coordinates, sorted_keys, sorted_ids,
-                                                                                                    count, flags, long_runs);
+  unsigned const tie_blocks = grid_size("tree_order_ties", count, 256, grid_stride_blocks);
+  tree_order_ties<<<tie_blocks, 256, 0, stream.value()>>>(coordinates, sorted_keys, sorted_ids, count, flags, long_runs);
   STREAMKIT_CHECK_LAUNCH();
   std::size_t const most = count / (tree_tie_run_limit + 1);
   if (most == 0) { return; }
