@@ -1,12 +1,13 @@
-// The order a tree's build gives runs of equal sort keys (detail/tree_kernels.cuh, tree_order_ties): identical vectors
-// next to each other, their indices ascending, so that each is one group; a run too long to order, which holds more than
-// one vector, flags the tree so that no walk allows near-ties. Checked on random runs of equal keys, made as the stable
-// key sort leaves them (indices ascending), of distinct and identical vectors, including distinct coordinates that make
-// one vector (a pole at several longitudes).
+// The order a tree's build gives runs of equal sort keys (detail/tree_impl.cuh, order_tie_runs: tree_order_ties, a
+// thread a run of up to 32 entries, and tree_order_long_runs, a block a run of up to 1,024): identical vectors next to
+// each other, their indices ascending, so that each is one group; a run too long to order, which holds more than one
+// vector, flags the tree so that no walk allows near-ties. Checked on random runs of equal keys, made as the stable key
+// sort leaves them (indices ascending), of distinct and identical vectors, including distinct coordinates that make one
+// vector (a pole at several longitudes).
 #include "gpu_test.hpp"
 
 #include <streamkit/core/error.hpp>
-#include <streamkit/spatial/detail/tree_kernels.cuh>
+#include <streamkit/spatial/detail/tree_impl.cuh>
 
 #include <gtest/gtest.h>
 
@@ -89,34 +90,36 @@ runs make_runs(std::mt19937_64& random, int count, int longest, int kinds)
   return r;
 }
 
-/// Runs tree_order_ties on the device; returns the ids it leaves and sets `unordered`.
+/// Runs order_tie_runs on the device; returns the ids it leaves and sets `unordered`.
 std::vector<std::uint32_t> order_ties(runs const& r, std::uint32_t& unordered)
 {
   std::size_t const n = r.keys.size();
   sd::tree_key* keys = nullptr;
   std::uint32_t* ids = nullptr;
   sd::lat_lon* coordinates = nullptr;
-  std::uint32_t* flag = nullptr;
+  std::uint32_t* flags = nullptr;
+  std::uint32_t* long_starts = nullptr;
   STREAMKIT_CUDA_TRY(cudaMalloc(&keys, n * sizeof(sd::tree_key)));
   STREAMKIT_CUDA_TRY(cudaMalloc(&ids, n * sizeof(std::uint32_t)));
   STREAMKIT_CUDA_TRY(cudaMalloc(&coordinates, n * sizeof(sd::lat_lon)));
-  STREAMKIT_CUDA_TRY(cudaMalloc(&flag, sizeof(std::uint32_t)));
+  STREAMKIT_CUDA_TRY(cudaMalloc(&flags, 2 * sizeof(std::uint32_t)));
+  STREAMKIT_CUDA_TRY(cudaMalloc(&long_starts, (n / (sd::tree_tie_run_limit + 1) + 1) * sizeof(std::uint32_t)));
   STREAMKIT_CUDA_TRY(cudaMemcpy(keys, r.keys.data(), n * sizeof(sd::tree_key), cudaMemcpyHostToDevice));
   STREAMKIT_CUDA_TRY(cudaMemcpy(ids, r.ids.data(), n * sizeof(std::uint32_t), cudaMemcpyHostToDevice));
   STREAMKIT_CUDA_TRY(cudaMemcpy(coordinates, r.coordinates.data(), n * sizeof(sd::lat_lon), cudaMemcpyHostToDevice));
-  STREAMKIT_CUDA_TRY(cudaMemset(flag, 0, sizeof(std::uint32_t)));
-  sd::tree_order_ties<<<64, 128>>>(coordinates, keys, ids, n, flag);
-  STREAMKIT_CUDA_TRY(cudaGetLastError());
+  STREAMKIT_CUDA_TRY(cudaMemset(flags, 0, 2 * sizeof(std::uint32_t)));
+  sd::order_tie_runs(coordinates, keys, ids, n, flags, long_starts, cudaStream_t{});
   std::vector<std::uint32_t> out(n);
   STREAMKIT_CUDA_TRY(cudaMemcpy(out.data(), ids, n * sizeof(std::uint32_t), cudaMemcpyDeviceToHost));
-  STREAMKIT_CUDA_TRY(cudaMemcpy(&unordered, flag, sizeof(std::uint32_t), cudaMemcpyDeviceToHost));
-  for (void* p : {static_cast<void*>(keys), static_cast<void*>(ids), static_cast<void*>(coordinates), static_cast<void*>(flag)}) {
+  STREAMKIT_CUDA_TRY(cudaMemcpy(&unordered, flags, sizeof(std::uint32_t), cudaMemcpyDeviceToHost));
+  for (void* p : {static_cast<void*>(keys), static_cast<void*>(ids), static_cast<void*>(coordinates), static_cast<void*>(flags),
+                  static_cast<void*>(long_starts)}) {
     STREAMKIT_CUDA_TRY(cudaFree(p));
   }
   return out;
 }
 
-/// Checks each run of `r` against the ids `out` left: its indices kept; up to tree_tie_run_limit entries, each vector in
+/// Checks each run of `r` against the ids `out` left: its indices kept; up to tree_tie_block_limit entries, each vector in
 /// one stretch with its indices ascending; a longer run untouched. Returns whether some longer run holds two vectors.
 bool check_runs(runs const& r, std::vector<std::uint32_t> const& out)
 {
@@ -131,7 +134,7 @@ bool check_runs(runs const& r, std::vector<std::uint32_t> const& out)
     for (std::size_t e = 0; e < after.size(); ++e) {
       if (e == 0 || r.point(after[e]) != r.point(after[e - 1])) { ++stretches[r.point(after[e])]; }
     }
-    if (last - first > static_cast<std::size_t>(sd::tree_tie_run_limit)) {
+    if (last - first > static_cast<std::size_t>(sd::tree_tie_block_limit)) {
       EXPECT_EQ(after, before) << "run at " << first << " of " << last - first << " entries: reordered";
       mixed_long = mixed_long || stretches.size() > 1;
       continue;
@@ -154,42 +157,57 @@ TEST(TreeTies, IdenticalVectorsOfARunOfEqualKeysFormOneStretch)
   STREAMKIT_REQUIRE_GPU();
   std::mt19937_64 random(0x7e1e5ull);
   for (int trial = 0; trial < 4; ++trial) {
-    // Runs of up to the limit: every one is ordered and the tree keeps near-ties.
-    runs const r = make_runs(random, 3000, sd::tree_tie_run_limit, 1 + trial * 3);
-    std::uint32_t unordered = 7;
-    std::vector<std::uint32_t> const out = order_ties(r, unordered);
-    EXPECT_FALSE(check_runs(r, out));
-    EXPECT_EQ(unordered, 0u) << "trial " << trial;
+    // Runs of up to a thread's limit, then of up to a block's: every one is ordered and the tree keeps near-ties.
+    for (int longest : {sd::tree_tie_run_limit, sd::tree_tie_block_limit}) {
+      runs const r = make_runs(random, longest == sd::tree_tie_run_limit ? 3000 : 300, longest, 1 + trial * 3);
+      std::uint32_t unordered = 7;
+      std::vector<std::uint32_t> const out = order_ties(r, unordered);
+      EXPECT_FALSE(check_runs(r, out));
+      EXPECT_EQ(unordered, 0u) << "trial " << trial << ", runs of up to " << longest;
+    }
   }
+}
+
+/// One run of `length` equal keys whose first entry's vector differs from the others' and orders after them (a larger x),
+/// and 3 invalid references.
+runs first_differs(int length)
+{
+  runs r;
+  r.keys.assign(static_cast<std::size_t>(length), sd::tree_key{1, 7});
+  for (int e = 0; e < length; ++e) {
+    r.ids.push_back(static_cast<std::uint32_t>(e));
+    r.coordinates.push_back(e == 0 ? sd::lat_lon{0.5, 0.25} : sd::lat_lon{0.5, 0.75});
+  }
+  r.bounds = {{0, r.keys.size()}};
+  r.add_invalid();
+  return r;
 }
 
 TEST(TreeTies, ALongerRunOfOneVectorKeepsNearTiesAndOfTwoFlagsTheTree)
 {
   STREAMKIT_REQUIRE_GPU();
   std::mt19937_64 random(0x10e6ull);
-  // Runs of up to 3 × the limit, of one vector each: nothing to order, no flag.
-  runs const same = make_runs(random, 500, 3 * sd::tree_tie_run_limit, 1);
+  // Runs of up to 3 × a block's limit, of one vector each: nothing to order, no flag.
+  runs const same = make_runs(random, 200, 3 * sd::tree_tie_block_limit, 1);
   std::uint32_t unordered = 7;
   std::vector<std::uint32_t> out = order_ties(same, unordered);
   EXPECT_FALSE(check_runs(same, out));
   EXPECT_EQ(unordered, 0u);
   // Of two vectors or more: some longer run holds two, and the tree is flagged.
-  runs const mixed = make_runs(random, 500, 3 * sd::tree_tie_run_limit, 4);
+  runs const mixed = make_runs(random, 200, 3 * sd::tree_tie_block_limit, 4);
   out = order_ties(mixed, unordered);
   ASSERT_TRUE(check_runs(mixed, out)) << "no longer run of two vectors was made";
   EXPECT_EQ(unordered, 1u);
-  // Exactly one entry longer than the limit, its second vector at the start (the run's start thread cannot see it).
-  runs edge;
-  edge.keys.assign(sd::tree_tie_run_limit + 1, sd::tree_key{1, 7});
-  for (int e = 0; e <= sd::tree_tie_run_limit; ++e) {
-    edge.ids.push_back(static_cast<std::uint32_t>(e));
-    edge.coordinates.push_back(e == 0 ? sd::lat_lon{0.5, 0.25} : sd::lat_lon{0.5, 0.75});
+  // Runs one past a thread's limit and exactly a block's, their second vector first (and so last once ordered): ordered, no
+  // flag. One entry past a block's limit: left as it is, flagged (the run's start thread cannot see its second vector).
+  for (int length : {sd::tree_tie_run_limit + 1, sd::tree_tie_block_limit, sd::tree_tie_block_limit + 1}) {
+    runs const edge = first_differs(length);
+    out = order_ties(edge, unordered);
+    bool const too_long = length > sd::tree_tie_block_limit;
+    EXPECT_EQ(check_runs(edge, out), too_long) << length;
+    EXPECT_EQ(unordered, too_long ? 1u : 0u) << length;
+    if (!too_long) { EXPECT_EQ(out[static_cast<std::size_t>(length) - 1], 0u) << length << ": its first entry's vector not last"; }
   }
-  edge.bounds = {{0, edge.keys.size()}};
-  edge.add_invalid();
-  out = order_ties(edge, unordered);
-  EXPECT_TRUE(check_runs(edge, out));
-  EXPECT_EQ(unordered, 1u);
 }
 
 }  // namespace

@@ -33,8 +33,8 @@
 /// a pole that lie within float64 rounding of the nearest one are not all ranked. Among such near-ties
 /// (distinct references at one float64 distance too) which one a long walk returns may depend on the other
 /// observations of the query (a warp walks together); identical references always keep their index order (a
-/// build that cannot make each identical vector one group, more than 32 references in one key cell of 4.5e-13
-/// with more than one vector among them, turns near-ties off for that tree: detail::tree_order_ties).
+/// build that cannot make each identical vector one group, more than 1,024 references in one key cell of
+/// 4.5e-13 with more than one vector among them, turns near-ties off for that tree: detail::tree_order_ties).
 /// Reported distances are float64 haversines of the returned pairs.
 ///
 /// Many observations against few references (from 2^21 observations, at least 16 per reference, up to 2^18 references): the

@@ -48,7 +48,7 @@ inline constexpr std::size_t tree_sort_threshold = 64;
 
 /// Where a tree keeps its arrays in one allocation: the groups' points (float, then float64) padded to
 /// whole leaves, the nodes (float, then float64, then their capsules), the coordinates by reference index, the groups'
-/// keys and run starts, their count and tree_order_ties' flag.
+/// keys and run starts, their count and order_tie_runs' two words (tree_order_ties' flag, the long runs' count).
 struct tree_layout {
   tree_layout(std::size_t m, std::size_t leaves) noexcept
       : slots((m + tree_leaf_size - 1) / tree_leaf_size * tree_leaf_size),
@@ -61,7 +61,7 @@ struct tree_layout {
         keys_offset(coordinates_offset + align_up(m * sizeof(lat_lon))),
         run_starts_offset(keys_offset + align_up(m * sizeof(std::uint64_t))),
         group_count_offset(run_starts_offset + align_up((m + 1) * sizeof(std::uint32_t))),
-        bytes(group_count_offset + 2 * sizeof(std::uint32_t))
+        bytes(group_count_offset + 3 * sizeof(std::uint32_t))  // groups, ties_unordered, long tie runs
   {
   }
   template <class Byte>
@@ -145,6 +145,26 @@ inline void sort_tree_keys(tree_key* keys, std::uint32_t* ids, std::size_t count
 {
   STREAMKIT_CUDA_TRY(cub::DeviceMergeSort::StableSortPairs(temporary, temporary_bytes, keys, ids, static_cast<std::int64_t>(count),
                                                            tree_key_less{}, stream.value()));
+}
+
+/// Blocks of tree_order_long_runs at most, which loops over the runs it is given.
+inline constexpr std::size_t tree_tie_block_launch = 4096;
+
+/// Orders the runs of equal keys of `count` sorted (key, id) pairs on `stream` (tree_order_ties, then
+/// tree_order_long_runs): `flags` (zeroed before) gets `unordered` in flags[0] and the long runs' count
+/// in flags[1]; `long_starts` holds count / (tree_tie_run_limit + 1) entries.
+inline void order_tie_runs(lat_lon const* coordinates, tree_key const* sorted_keys, std::uint32_t* sorted_ids, std::size_t count,
+                           std::uint32_t* flags, std::uint32_t* long_starts, stream_ref stream)
+{
+  tie_run_list const long_runs{flags + 1, long_starts};
+  unsigned const tie_blocks = grid_size("tree_order_ties", count, 256, grid_stride_blocks);
+  tree_order_ties<<<tie_blocks, 256, 0, stream.value()>>>(coordinates, sorted_keys, sorted_ids, count, flags, long_runs);
+  STREAMKIT_CHECK_LAUNCH();
+  std::size_t const most = count / (tree_tie_run_limit + 1);
+  if (most == 0) { return; }
+  unsigned const blocks = static_cast<unsigned>(std::min<std::size_t>(most, tree_tie_block_launch));
+  tree_order_long_runs<<<blocks, tree_tie_block_threads, 0, stream.value()>>>(coordinates, sorted_keys, sorted_ids, count, long_runs);
+  STREAMKIT_CHECK_LAUNCH();
 }
 
 /// Bytes observation_order() needs for n observations (none below tree_sort_threshold).
@@ -434,14 +454,12 @@ void tree_engine<T>::prepare(points_ref<U> references, stream_ref stream)
   std::byte* const temporary = scratch + keys_bytes + ids_bytes + marks_bytes + arrivals_bytes;
 
   STREAMKIT_CUDA_TRY(cudaMemsetAsync(arrivals, 0, leaves * sizeof(unsigned), stream.value()));
-  STREAMKIT_CUDA_TRY(cudaMemsetAsync(group_count, 0, 2 * sizeof(std::uint32_t), stream.value()));  // and ties_unordered
+  STREAMKIT_CUDA_TRY(cudaMemsetAsync(group_count, 0, 3 * sizeof(std::uint32_t), stream.value()));  // and order_tie_runs' flags
   tree_reference_keys<U><<<grid_size("tree_reference_keys", m, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
     references, m, coordinates, keys, ids, this->invalid_counts_.data());
   STREAMKIT_CHECK_LAUNCH();
   sort_tree_keys(keys, ids, m, temporary, temporary_bytes, stream);
-  tree_order_ties<<<grid_size("tree_order_ties", m, 256, grid_stride_blocks), 256, 0, stream.value()>>>(coordinates, keys, ids, m,
-                                                                                                         group_count + 1);
-  STREAMKIT_CHECK_LAUNCH();
+  order_tie_runs(coordinates, keys, ids, m, group_count + 1, places, stream);  // places: free until the groups' scan
   member_ids_ = ids;
   tree_mark_groups<<<grid_size("tree_mark_groups", m, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
     coordinates, keys, ids, m, starts);

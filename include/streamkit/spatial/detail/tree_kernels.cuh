@@ -216,55 +216,170 @@ __device__ inline bool vector_before(vec4<double> const& a, vec4<double> const& 
   return a.x < b.x || (a.x == b.x && (a.y < b.y || (a.y == b.y && a.z < b.z)));
 }
 
-/// Longest run of equal keys tree_order_ties puts in order.
+/// Longest run of equal keys that one thread of tree_order_ties puts in order.
 inline constexpr int tree_tie_run_limit = 32;
+/// Longest run of equal keys that a block of tree_order_long_runs puts in order; a longer run with more
+/// than one vector is left as it is and flags the tree (tree_order_ties).
+inline constexpr int tree_tie_block_limit = 1024;
+/// Threads per block of tree_order_long_runs.
+inline constexpr int tree_tie_block_threads = 128;
+
+/// Where tree_order_ties leaves each run of equal keys that tree_order_long_runs orders (longer than
+/// tree_tie_run_limit, at most tree_tie_block_limit): its first sorted position, *count of them.
+struct tie_run_list {
+  std::uint32_t* count;
+  std::uint32_t* starts;
+};
+
+/// Whether the run of equal keys that holds sorted position i, not its first, is longer than
+/// tree_tie_block_limit. Keys are sorted, so the run's first position is a lower bound of its key.
+__device__ inline bool in_unordered_run(tree_key const* sorted_keys, std::size_t count, std::size_t i)
+{
+  tree_key const key = sorted_keys[i];
+  constexpr std::size_t limit = tree_tie_block_limit;
+  std::size_t low = i >= limit ? i - limit : 0;  // the run starts after `low` or at 0
+  if (same_key(sorted_keys[low], key)) {
+    if (low > 0) { return true; }  // it holds [low, i]: limit + 1 entries
+  } else {
+    std::size_t high = i;  // first position of the run in (low, high]
+    while (high - low > 1) {
+      std::size_t const middle = low + (high - low) / 2;
+      if (same_key(sorted_keys[middle], key)) {
+        high = middle;
+      } else {
+        low = middle;
+      }
+    }
+    low = high;
+  }
+  return low + limit < count && same_key(sorted_keys[low + limit], key);
+}
+
+/// What tree_order_ties does at sorted position i: a position inside a run too long to order flags the tree
+/// when its vector differs from the one before it; the start of a run of tree_tie_run_limit + 1 to
+/// tree_tie_block_limit entries joins `long_runs`. Returns the length of the run that starts at i when it
+/// has 2 to tree_tie_run_limit entries (the warp orders it), else 0.
+__device__ inline int classify_tie_run(lat_lon const* coordinates, tree_key const* sorted_keys, std::uint32_t const* sorted_ids,
+                                       std::size_t count, std::size_t i, std::uint32_t* unordered, tie_run_list const& long_runs)
+{
+  tree_key const key = sorted_keys[i];
+  if (key.high == ~std::uint64_t{0}) { return 0; }  // invalid references, last
+  if (i > 0 && same_key(sorted_keys[i - 1], key)) {
+    // Within a run: only a run too long to order is this position's to check (the others' ids are their
+    // start's warp's or block's to rewrite).
+    std::size_t start = i - 1;
+    while (start > 0 && i - start < tree_tie_run_limit && same_key(sorted_keys[start - 1], key)) { --start; }
+    bool const found = start == 0 || !same_key(sorted_keys[start - 1], key);
+    bool const too_long = found ? start + tree_tie_block_limit < count && same_key(sorted_keys[start + tree_tie_block_limit], key)
+                                : in_unordered_run(sorted_keys, count, i);
+    if (too_long) {
+      lat_lon const a = coordinates[sorted_ids[i]], b = coordinates[sorted_ids[i - 1]];
+      bool const same = (a.lat == b.lat && a.lon == b.lon) ||
+                        same_vector(sorted_vector(coordinates, sorted_ids, i), sorted_vector(coordinates, sorted_ids, i - 1));
+      if (!same) { atomicOr(unordered, 1u); }
+    }
+    return 0;
+  }
+  int length = 1;
+  while (length <= tree_tie_run_limit && i + length < count && same_key(sorted_keys[i + length], key)) { ++length; }
+  if (length > tree_tie_run_limit) {
+    bool const too_long = i + tree_tie_block_limit < count && same_key(sorted_keys[i + tree_tie_block_limit], key);
+    if (!too_long) { long_runs.starts[atomicAdd(long_runs.count, 1u)] = static_cast<std::uint32_t>(i); }
+    return 0;
+  }
+  return length > 1 ? length : 0;
+}
 
 /// Puts the identical vectors of each run of equal keys next to each other, their indices ascending, so
 /// that each forms one group (tree_mark_groups). Equal keys can interleave distinct vectors (within
-/// 4.5e-13 of each other: a tiny circle round a pole holds a few a key cell), and the stable sort leaves
-/// a run in index order, which would split a group into entries of their own. A walk that ranks every
-/// entry within its worst one ranks all parts alike, but one that allows near-ties (tree_near_tie) may
-/// skip the box of one part and take the other: a row would hold a larger index of identical references
-/// without the smaller. The thread at the start of a run of up to tree_tie_run_limit entries orders it
-/// by (vector, index); a longer run with more than one vector sets `unordered`, and no walk on the tree
-/// then allows near-ties.
+/// 4.5e-13 of each other: a tiny circle round a pole holds a few a key cell, up to ~40 at 2^24
+/// references), and the stable sort leaves a run in index order, which would split a group into entries
+/// of their own. A walk that ranks every entry within its worst one ranks all parts alike, but one that
+/// allows near-ties (tree_near_tie) may skip the box of one part and take the other: a row would hold a
+/// larger index of identical references without the smaller. A warp takes 32 sorted positions at a time
+/// (blocks of whole warps) and orders each run of up to tree_tie_run_limit entries that starts among them,
+/// a lane an entry: its float64 vector, and its place its rank among the run's (vector, index) pairs,
+/// which the lanes exchange by shuffles (a run of one point, identical coordinates, is already in index
+/// order). A run of up to tree_tie_block_limit entries joins `long_runs` for tree_order_long_runs; a
+/// longer run with more than one vector sets `unordered`, and no walk on the tree then allows near-ties.
 static __global__ void tree_order_ties(lat_lon const* coordinates, tree_key const* sorted_keys, std::uint32_t* sorted_ids, std::size_t count,
-                                       std::uint32_t* unordered)
+                                       std::uint32_t* unordered, tie_run_list long_runs)
 {
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count; i += std::size_t{gridDim.x} * blockDim.x) {
-    tree_key const key = sorted_keys[i];
-    if (key.high == ~std::uint64_t{0}) { continue; }  // invalid references, last
-    if (i > 0 && same_key(sorted_keys[i - 1], key)) {
-      // Within a run: find its start within the limit; only a longer run is this thread's to check.
-      std::size_t start = i - 1;
-      while (start > 0 && i - start < tree_tie_run_limit && same_key(sorted_keys[start - 1], key)) { --start; }
-      bool const long_run = (start > 0 && same_key(sorted_keys[start - 1], key)) ||
-                            (start + tree_tie_run_limit < count && same_key(sorted_keys[start + tree_tie_run_limit], key));
-      if (long_run) {  // (a shorter run's ids are its start thread's to rewrite)
-        lat_lon const a = coordinates[sorted_ids[i]], b = coordinates[sorted_ids[i - 1]];
-        bool const same = (a.lat == b.lat && a.lon == b.lon) ||
-                          same_vector(sorted_vector(coordinates, sorted_ids, i), sorted_vector(coordinates, sorted_ids, i - 1));
-        if (!same) { atomicOr(unordered, 1u); }
+  constexpr unsigned all = 0xffffffffu;
+  unsigned const lane = threadIdx.x % 32;
+  std::size_t const stride = std::size_t{gridDim.x} * blockDim.x;
+  for (std::size_t base = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x - lane; base < count; base += stride) {
+    std::size_t const i = base + lane;
+    int const length = i < count ? classify_tie_run(coordinates, sorted_keys, sorted_ids, count, i, unordered, long_runs) : 0;
+    for (unsigned starts = __ballot_sync(all, length > 0); starts != 0; starts &= starts - 1) {
+      int const leader = __ffs(static_cast<int>(starts)) - 1;
+      std::size_t const first = base + static_cast<std::size_t>(leader);
+      int const entries = __shfl_sync(all, length, leader);
+      bool const mine = static_cast<int>(lane) < entries;
+      std::uint32_t const id = mine ? sorted_ids[first + lane] : 0u;
+      lat_lon const c = mine ? coordinates[id] : lat_lon{0.0, 0.0};
+      double const lat0 = __shfl_sync(all, c.lat, 0), lon0 = __shfl_sync(all, c.lon, 0);
+      if (__all_sync(all, !mine || (c.lat == lat0 && c.lon == lon0))) { continue; }
+      vec4<double> const v = unit_vector<double>(c.lat, c.lon, mine);
+      unsigned rank = 0;
+      for (int f = 0; f < entries; ++f) {
+        vec4<double> const w{__shfl_sync(all, v.x, f), __shfl_sync(all, v.y, f), __shfl_sync(all, v.z, f), 0.0};
+        std::uint32_t const other = __shfl_sync(all, id, f);
+        rank += vector_before(w, v) || (same_vector(w, v) && other < id) ? 1u : 0u;
       }
-      continue;
+      __syncwarp();  // every lane has read its entry before any is rewritten
+      if (mine) { sorted_ids[first + rank] = id; }
+      __syncwarp();
     }
-    int length = 1;
-    while (length <= tree_tie_run_limit && i + length < count && same_key(sorted_keys[i + length], key)) { ++length; }
-    if (length == 1 || length > tree_tie_run_limit) { continue; }
-    vec4<double> vectors[tree_tie_run_limit];
-    std::uint32_t ids[tree_tie_run_limit];
-    for (int e = 0; e < length; ++e) {  // insertion sort by (vector, index); the run comes in index order
-      vec4<double> const v = sorted_vector(coordinates, sorted_ids, i + e);
-      std::uint32_t const id = sorted_ids[i + e];
-      int slot = e;
-      for (; slot > 0 && vector_before(v, vectors[slot - 1]); --slot) {
-        vectors[slot] = vectors[slot - 1];
-        ids[slot] = ids[slot - 1];
+  }
+}
+
+/// Orders each run of `long_runs` by (vector, index), a block a run: the run's vectors and ids in
+/// shared memory, each entry's place its rank among them (every pair compared; such runs are rare and
+/// short). A run of one vector (identical coordinates, or one vector under several) is already in index
+/// order and is left as it is.
+static __global__ void __launch_bounds__(tree_tie_block_threads)
+  tree_order_long_runs(lat_lon const* coordinates, tree_key const* sorted_keys, std::uint32_t* sorted_ids, std::size_t count,
+                       tie_run_list long_runs)
+{
+  __shared__ vec4<double> vectors[tree_tie_block_limit];
+  __shared__ std::uint32_t ids[tree_tie_block_limit];
+  __shared__ unsigned length;
+  std::uint32_t const runs = *long_runs.count;
+  for (std::uint32_t run = blockIdx.x; run < runs; run += gridDim.x) {
+    std::size_t const first = long_runs.starts[run];
+    tree_key const key = sorted_keys[first];
+    if (threadIdx.x == 0) { length = tree_tie_block_limit; }
+    __syncthreads();
+    for (unsigned e = threadIdx.x; e < tree_tie_block_limit; e += blockDim.x) {
+      if (first + e >= count || !same_key(sorted_keys[first + e], key)) { atomicMin(&length, e); }
+    }
+    __syncthreads();
+    unsigned const entries = length;
+    // A run of identical coordinates (a pile of one point) is one vector: no float64 vector is needed.
+    bool mixed = false;
+    for (unsigned e = threadIdx.x; e < entries; e += blockDim.x) {
+      ids[e] = sorted_ids[first + e];
+      lat_lon const a = coordinates[ids[e]];
+      lat_lon const b = coordinates[sorted_ids[first + (e > 0 ? e - 1 : 0)]];
+      mixed = mixed || a.lat != b.lat || a.lon != b.lon;
+    }
+    if (!__syncthreads_or(mixed)) { continue; }
+    for (unsigned e = threadIdx.x; e < entries; e += blockDim.x) { vectors[e] = sorted_vector(coordinates, sorted_ids, first + e); }
+    mixed = false;
+    __syncthreads();
+    for (unsigned e = threadIdx.x + 1; e < entries; e += blockDim.x) { mixed = mixed || !same_vector(vectors[e], vectors[e - 1]); }
+    if (__syncthreads_or(mixed)) {
+      for (unsigned e = threadIdx.x; e < entries; e += blockDim.x) {
+        unsigned rank = 0;
+        for (unsigned f = 0; f < entries; ++f) {
+          bool const before = vector_before(vectors[f], vectors[e]) || (same_vector(vectors[f], vectors[e]) && ids[f] < ids[e]);
+          rank += before ? 1u : 0u;
+        }
+        sorted_ids[first + rank] = ids[e];
       }
-      vectors[slot] = v;
-      ids[slot] = id;
     }
-    for (int e = 0; e < length; ++e) { sorted_ids[i + e] = ids[e]; }
+    __syncthreads();  // before the next run overwrites the shared arrays
   }
 }
 
