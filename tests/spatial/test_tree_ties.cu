@@ -1,5 +1,5 @@
 // The order a tree's build gives runs of equal sort keys (detail/tree_impl.cuh, order_tie_runs: tree_order_ties, a
-// thread a run of up to 32 entries, and tree_order_long_runs, a block a run of up to 1,024): identical vectors next to
+// warp a run of up to 32 entries, and tree_order_long_runs, a block a run of up to 1,024): identical vectors next to
 // each other, their indices ascending, so that each is one group; a run too long to order, which holds more than one
 // vector, flags the tree so that no walk allows near-ties. Checked on random runs of equal keys, made as the stable key
 // sort leaves them (indices ascending), of distinct and identical vectors, including distinct coordinates that make one

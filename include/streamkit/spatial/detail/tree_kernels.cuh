@@ -216,7 +216,7 @@ __device__ inline bool vector_before(vec4<double> const& a, vec4<double> const& 
   return a.x < b.x || (a.x == b.x && (a.y < b.y || (a.y == b.y && a.z < b.z)));
 }
 
-/// Longest run of equal keys that one thread of tree_order_ties puts in order.
+/// Longest run of equal keys that tree_order_ties puts in order (a warp a run, a lane an entry).
 inline constexpr int tree_tie_run_limit = 32;
 /// Longest run of equal keys that a block of tree_order_long_runs puts in order; a longer run with more
 /// than one vector is left as it is and flags the tree (tree_order_ties).
