@@ -157,7 +157,7 @@ TEST(TreeTies, IdenticalVectorsOfARunOfEqualKeysFormOneStretch)
   STREAMKIT_REQUIRE_GPU();
   std::mt19937_64 random(0x7e1e5ull);
   for (int trial = 0; trial < 4; ++trial) {
-    // Runs of up to a thread's limit, then of up to a block's: every one is ordered and the tree keeps near-ties.
+    // Runs of up to a warp's limit, then of up to a block's: every one is ordered and the tree keeps near-ties.
     for (int longest : {sd::tree_tie_run_limit, sd::tree_tie_block_limit}) {
       runs const r = make_runs(random, longest == sd::tree_tie_run_limit ? 3000 : 300, longest, 1 + trial * 3);
       std::uint32_t unordered = 7;
@@ -198,8 +198,8 @@ TEST(TreeTies, ALongerRunOfOneVectorKeepsNearTiesAndOfTwoFlagsTheTree)
   out = order_ties(mixed, unordered);
   ASSERT_TRUE(check_runs(mixed, out)) << "no longer run of two vectors was made";
   EXPECT_EQ(unordered, 1u);
-  // Runs one past a thread's limit and exactly a block's, their second vector first (and so last once ordered): ordered, no
-  // flag. One entry past a block's limit: left as it is, flagged (the run's start thread cannot see its second vector).
+  // Runs one past a warp's limit and exactly a block's, their second vector first (and so last once ordered): ordered, no
+  // flag. One entry past a block's limit: left as it is, flagged (the lane at the run's start cannot see its second vector).
   for (int length : {sd::tree_tie_run_limit + 1, sd::tree_tie_block_limit, sd::tree_tie_block_limit + 1}) {
     runs const edge = first_differs(length);
     out = order_ties(edge, unordered);
