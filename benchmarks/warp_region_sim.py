@@ -30,6 +30,11 @@ from tree_walk_sim import in_key_order, keys, unit
 LEAF = 16
 
 
+def box_gap(low_a, high_a, low_b, high_b):
+    """Euclidean distance between boxes (points are boxes of zero size), broadcast over rows."""
+    return np.sqrt((np.maximum(0, np.maximum(low_a - high_b, low_b - high_a)) ** 2).sum(-1))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("workload", choices=sorted(peers_harness.NEAREST_DATA))
@@ -77,12 +82,10 @@ def main():
         q_low, q_high = Q.min(0), Q.max(0)
         centre, half = (q_low + q_high) / 2, np.linalg.norm(q_high - q_low) / 2
         near = refs[np.array(tree.query_ball_point(centre, half + reach * (1 + 1e-9)), dtype=np.int64)]
-        in_region = (np.sqrt((np.maximum(0, np.maximum(q_low - near, near - q_high)) ** 2).sum(1)) <= reach * (1 + 1e-9)).sum()
-        gap = np.maximum(0, np.maximum(q_low - box_high, box_low - q_high))
-        region_leaves = (np.sqrt((gap ** 2).sum(1)) <= reach).sum()
+        in_region = (box_gap(q_low, q_high, near, near) <= reach * (1 + 1e-9)).sum()
+        region_leaves = (box_gap(q_low, q_high, box_low, box_high) <= reach).sum()
         union = len(set().union(*map(set, tree.query_ball_point(Q, exact * (1 + 1e-9)))))
-        alone = np.mean([(np.sqrt((np.maximum(0, np.maximum(q - box_high, box_low - q)) ** 2).sum(1)) <= d).sum()
-                         for q, d in zip(Q, exact)])
+        alone = np.mean([(box_gap(q, q, box_low, box_high) <= d).sum() for q, d in zip(Q, exact)])
         rows.append((in_region, region_leaves, union, alone, reach / exact.max()))
     rows = np.array(rows, float)
     print(f"{args.workload}: {args.warps} warps, k = {k}, seed '{args.seed}'")
