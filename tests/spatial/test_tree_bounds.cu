@@ -137,7 +137,7 @@ __device__ node make_leaf(vec4<double> const* points)
   vec4<double> const a = points[lowest], b = points[highest];
   double radius = 0.0;
   for (int i = 0; i < pile; ++i) { radius = fmax(radius, segment_distance_above(points[i], a, b)); }
-  leaf.capsule = {{a.x, a.y, a.z, radius}, {b.x, b.y, b.z, inverse_squared_length(a, b)}};
+  leaf.capsule = make_capsule(a, b, radius);
   leaf.box.low.w = thin_node_flag(leaf.precise.low, leaf.precise.high, radius);
   return leaf;
 }

@@ -68,11 +68,13 @@ struct alignas(32) tree_capsule {
 /// length `squared` and the 1-norm of q − a (`scale`); `inverse`: 1 / |b − a|² (0 when a = b). It works
 /// on the differences q − a and b − a, each within half an ulp of itself, so it stays accurate when all
 /// three points lie nanometres apart; the computed t is off the optimum by some 2^-50, which lengthens
-/// the vector by at most 2^-50 |b − a| (tree_capsule's radius includes that).
+/// the vector by at most 2^-50 |b − a| (tree_capsule's radius includes that). `Below`: the squared length
+/// rounded down, at most that of the computed vector (capsule_room).
 struct segment_offset {
   double squared;
   double scale;
 };
+template <bool Below = false>
 __device__ __forceinline__ segment_offset offset_to_segment(vec4<double> const& q, vec4<double> const& a, vec4<double> const& b,
                                                             double inverse)
 {
@@ -80,7 +82,8 @@ __device__ __forceinline__ segment_offset offset_to_segment(vec4<double> const& 
   double const wx = q.x - a.x, wy = q.y - a.y, wz = q.z - a.z;
   double const t = fmin(fmax(fma(wx, ux, fma(wy, uy, wz * uz)) * inverse, 0.0), 1.0);
   double const rx = fma(-t, ux, wx), ry = fma(-t, uy, wy), rz = fma(-t, uz, wz);
-  return {fma(rx, rx, fma(ry, ry, rz * rz)), fabs(wx) + fabs(wy) + fabs(wz)};
+  double const squared = Below ? __fma_rd(rx, rx, __fma_rd(ry, ry, __dmul_rd(rz, rz))) : fma(rx, rx, fma(ry, ry, rz * rz));
+  return {squared, fabs(wx) + fabs(wy) + fabs(wz)};
 }
 /// A node is thin when its capsule is narrower than 1 / tree_thin_ratio of its box's longest side.
 inline constexpr double tree_thin_ratio = 8.0;
@@ -113,6 +116,13 @@ __device__ inline double segment_distance_above(vec4<double> const& q, vec4<doub
   segment_offset const d = offset_to_segment(q, a, b, inverse_squared_length(a, b));
   double const length = fabs(b.x - a.x) + fabs(b.y - a.y) + fabs(b.z - a.z);
   return sqrt(d.squared) * (1.0 + 0x1.0p-50) + (d.scale + length) * 0x1.0p-50;
+}
+/// The capsule from a to b around points within `radius` of that segment, its radius widened by 2^-49 |b − a|₁
+/// for capsule_room's offset error along the segment (and 2^-51 of itself, so that the sum's rounding loses none).
+__device__ inline tree_capsule make_capsule(vec4<double> const& a, vec4<double> const& b, double radius)
+{
+  double const length = fabs(b.x - a.x) + fabs(b.y - a.y) + fabs(b.z - a.z);
+  return {{a.x, a.y, a.z, radius * (1.0 + 0x1.0p-51) + length * 0x1.0p-49}, {b.x, b.y, b.z, inverse_squared_length(a, b)}};
 }
 
 /// A reference's sort key: 42 bits per axis of its unit vector (cells of 4.5e-13, the resolution of
@@ -516,7 +526,7 @@ static __global__ void tree_build_leaves(std::uint32_t const* group_count, std::
   if (position < slots) { offsets[position] = offset; }
   float const reach = leaf_reach(leaf_reduce(lanes, has_point ? offset_reach(offset) : 0.f, max_op));
   if (position % tree_leaf_size == 0) {
-    capsules[leaves + leaf] = {{a.x, a.y, a.z, radius}, {b.x, b.y, b.z, inverse_squared_length(a, b)}};
+    capsules[leaves + leaf] = make_capsule(a, b, radius);
     nodes[leaves + leaf] = {
       {__double2float_rd(low.x), __double2float_rd(low.y), __double2float_rd(low.z), thin_node_flag(low, high, radius)},
       {__double2float_ru(high.x), __double2float_ru(high.y), __double2float_ru(high.z), reach}};
@@ -555,7 +565,7 @@ __device__ inline tree_capsule merge_capsules(tree_capsule const& left, bool lef
   if (right_used) {
     radius = fmax(radius, fmax(segment_distance_above(right.a, a, b), segment_distance_above(right.b, a, b)) + right.a.w);
   }
-  return {{a.x, a.y, a.z, radius * (1.0 + 0x1.0p-52)}, {b.x, b.y, b.z, inverse_squared_length(a, b)}};
+  return make_capsule(a, b, radius * (1.0 + 0x1.0p-52));
 }
 
 /// Fills the inner nodes bottom-up in one launch: a thread starts at each pair of sibling leaves and
@@ -617,17 +627,11 @@ __device__ __forceinline__ double box_distance2(vec4<double> const& p, tree_prec
 struct search_bounds {
   float upper;
   float lower;
-  /// At least the distance (chord) of any point whose float64 chord2 is at most the worst entry, plus
-  /// the rounding of a capsule test (capsule_room). 2^-50 relative covers chord2's rounding (5u, so the
-  /// chord is within 2.5u) and sqrt's (u = 2^-53). 2^-50 absolute covers the rounded offset to the
-  /// segment, D: p − a and then r = (p − a) − t (b − a) are rounded once a component, at most
-  /// u|p − a| + u|r| ≤ 4u = 2^-51 with both at most 2 long; and the computed t is not the optimum, but a
-  /// point of the segment off the foot of the perpendicular by δ ≤ 2^-49 is √(D² + δ²) ≤ D + 2^-51 away
-  /// once D ≥ 2^-48. A worst chord below 2^-46 keeps the 2^-48 that covers D + δ for any D. The margins
-  /// were 2^-49 absolute, 2^-48 on the square (capsule_room) and on the box (box_room): on a circle of
-  /// 1.3e-7 rad round a pole seen from afar, where many points lie within them of the nearest one, the
-  /// tighter ones took a query from 17.2 to 15.6 ms (H200, 2^20 × 2^20, k = 1, with 2^-51 absolute).
-  /// TreeBounds.* checks the tests on random piles of points.
+  /// At least the distance (chord) of any point whose float64 chord2 is at most the worst entry W: chord2
+  /// rounds the differences once and their squares' sum three times, so such a point lies within
+  /// √W (1 − u)^-2.5 < √W (1 + 4u) (u = 2^-53), at most the rounded root times (1 + 6u), rounded upward
+  /// (a root rounded upward, __dsqrt_ru, is a slow call: it cost k = 2 to 32 3–6 %, as the bounds follow the
+  /// list). capsule_room bounds its own rounding. TreeBounds.* checks the tests on random piles of points.
   double reach;
   __device__ explicit search_bounds(double worst) : upper(float_chord2_filter(worst))
   {
@@ -635,17 +639,26 @@ struct search_bounds {
     double const root = sqrt(worst);
     double const chord = root * (1.0 - 2.0 * u) - 3.5 * u;  // the mirror of float_chord2_filter()'s margins
     lower = chord > 0.0 ? __double2float_rd(chord * chord * (1.0 - 4.0 * u)) : 0.f;
-    reach = root * (1.0 + 0x1.0p-50) + (root < 0x1.0p-46 ? 0x1.0p-48 : 0x1.0p-50);
+    reach = __dmul_ru(root, 1.0 + 0x3.0p-52);
   }
 };
 
-/// How far within reach a capsule lies, in squared distance: (reach + radius)² − |p − segment|², at most
-/// 0 when no reference in it can enter the list (a point within `radius` of the segment lies at least
-/// |p − segment| − radius away from p; 2^-50 covers the roundings of both squares, 3u each, and of the sum).
+/// How far within reach a capsule lies, in squared distance: (reach + radius)² − |p − segment|², below 0
+/// when no reference in it can enter the list (a point within `radius` of the segment S lies at least
+/// D − radius away from p, D = dist(p, S)). Its error is relative to D, not absolute, so it tells apart
+/// the nodes of a curve seen from afar down to the chord's own rounding (u = 2^-53; e: p − a as rounded,
+/// |e| ≤ u |p − a| ≤ u (|y| + |b − a|), y = p − a − t (b − a) for the computed t): the offset r = fl(w − t u)
+/// is within u of itself, so |y| ≥ |r| (1 − 2u) − u |b − a|, and its square is rounded down; t is off
+/// the foot t* by δ ≤ 9u |p − a| along the segment, which lengthens y by at most δ² 3 / D ≤ 2^-75 when
+/// D ≥ 2^-20, else by at most δ ≤ 2^-69 + 9u |b − a|. So D ≥ √(r²) (1 − 2u) − 10u |b − a| − 2^-69:
+/// make_capsule's radius holds the 10u |b − a|, 2^-68 the rest, and (1 + 6u) on the square, rounded
+/// upward like the sums, the (1 − 2u). Until the thirty-third session the margins were 2^-50 absolute and
+/// 2^-50 relative on both the reach and the square; this form took the circle round a pole at 2^22 × 2^22
+/// 10 % shorter for k = 1 and 2 (40.60 → 36.59 ms, 54.89 → 49.49; uniform inputs within 1 %; H200).
 __device__ __forceinline__ double capsule_room(vec4<double> const& p, tree_capsule const& capsule, search_bounds const& bounds)
 {
-  double const limit = bounds.reach + capsule.a.w;
-  return limit * limit * (1.0 + 0x1.0p-50) - offset_to_segment(p, capsule.a, capsule.b, capsule.b.w).squared;
+  double const limit = __dadd_ru(__dadd_ru(bounds.reach, capsule.a.w), 0x1.0p-68);
+  return __dmul_ru(__dmul_ru(limit, limit), 1.0 + 0x3.0p-52) - offset_to_segment<true>(p, capsule.a, capsule.b, capsule.b.w).squared;
 }
 
 /// The float64 part of box_room for a box the float test let through: the capsule's room (capsule_room),
