@@ -404,6 +404,32 @@ TEST(HostileExactTies, DistinctReferencesAtOneDistanceGoToTheSmallestIndexDouble
   expect_exact_ties_to_the_smallest_index<double>();
 }
 
+// One query whose warps search both ways (tree_search_one, k = 1: a region, or the walk): 2^16 uniform references
+// and 2^16 on a circle of 1e-7 rad round the north pole; 2^14 uniform observations (regions of a few leaves) and 2^12
+// within 1e-3 rad of the pole (each sees the whole circle within rounding of its nearest point: a region of thousands
+// of leaves, so the warp walks). Every row of every list size against the CPU reference, exact (k > 1 walks).
+TEST(TreeRegions, WarpsThatSearchAsRegionsAndWarpsThatWalkInOneQuery)
+{
+  STREAMKIT_REQUIRE_GPU();
+  std::mt19937_64 rng(streamkit_test::fresh_seed());
+  std::uniform_real_distribution<double> longitude(-180.0, 180.0), near_pole(0.0, 1e-3 * 180.0 / hostile::pi);
+  point_set refs_points = streamkit_test::uniform_points(std::size_t{1} << 16, rng);
+  double const circle_lat = 90.0 - 1e-7 * 180.0 / hostile::pi;
+  for (std::size_t j = 0; j < (std::size_t{1} << 16); ++j) { refs_points.add(circle_lat, longitude(rng)); }
+  point_set obs_points = streamkit_test::uniform_points(std::size_t{1} << 14, rng);
+  for (std::size_t i = 0; i < (std::size_t{1} << 12); ++i) { obs_points.add(90.0 - near_pole(rng), longitude(rng)); }
+  streamkit::stream const s(0);
+  auto const obs = upload<float>(obs_points, angle_unit::degrees, false, s);
+  auto const refs = upload<float>(refs_points, angle_unit::degrees, false, s);
+  knn_answer const expected = brute_force_knn(obs.seen, refs.seen, 16);
+  auto const options = options_with(nn_precision::exact);
+  for (std::size_t const k : {1, 2, 3, 4, 8, 16}) {
+    SCOPED_TRACE("k = " + std::to_string(k));
+    auto const got = search<std::int64_t>(engine::tree, obs.points, refs.points, k, k, options, s);
+    check(got, expected, obs.seen, refs.seen, k, k, search_engine::tree, options);
+  }
+}
+
 // The walkers' grid (detail::walk_grid_for): the lists' grid cut by a power of two, at most
 // walk_grid_refinement a side, as fine as keeps a warp of n uniform observations a cell, and no finer.
 TEST(CellListsHost, WalkGridCutsListCellsByPowersOfTwoDownToAWarpOfObservations)

@@ -1075,6 +1075,101 @@ __device__ __forceinline__ void scan_leaf_together(tree_view const& tree, std::s
   if (taken) { bounds = search_bounds(walk_threshold<Goal>(list, near_ties)); }
 }
 
+/// Leaves a warp's region (tree_search_one) holds at most; a warp whose region meets more walks. A build
+/// may define STREAMKIT_TREE_REGION_LEAVES (0: every warp walks). A CPU count over 1,000 random warps
+/// (benchmarks/warp_region_sim.py; docs/performance.md, thirty-first session): mean 24 leaves (GPS-like
+/// 1M × 144,563; 5.2 % of the warps above 64), 18 (clustered 2^22 × 2^20; 0.9 %), 4 (uniform 2^24 × 2^14; none).
+#ifndef STREAMKIT_TREE_REGION_LEAVES
+#define STREAMKIT_TREE_REGION_LEAVES 64
+#endif
+inline constexpr int tree_region_leaf_cap = STREAMKIT_TREE_REGION_LEAVES;
+/// Nodes of one level of a region's descent a warp holds at most (more: it walks instead).
+inline constexpr int tree_region_front = 64;
+/// Whether a search for lists of K entries tries its warps' regions first: the nearest reference only.
+/// Measured on an H200 (thirty-second session, 2^20 × 2^20, bench_hostile tree_index exact) with regions for
+/// lists of up to 16 entries (and, from 4 on, a seed of the leaves the warp's seeds span): k = 1 and 2 6–14 %
+/// faster on uniform inputs and up to 9 % slower on the hostile classes whose warps walk (the pole circle
+/// 1 %), so the circle's ratio to uniform grows with the gain (for k = 2 at 2^22 × 2^22, 9.7× before);
+/// k = 8 and 16 8 % and 30 % slower on uniform inputs (the regions' registers: 278 B of spill stores for
+/// K = 16 instead of 142).
+template <int K, walk_goal Goal>
+inline constexpr bool tree_tries_regions = tree_region_leaf_cap > 0 && K == 1 && Goal == walk_goal::nearest;
+/// Words of shared memory a warp of tree_search holds: its walk's stack, and with regions its region's two
+/// levels and leaves.
+template <int K, walk_goal Goal>
+inline constexpr int tree_search_warp_words =
+  tree_tries_regions<K, Goal> ? 2 * tree_region_front + tree_region_leaf_cap : tree_stack_depth;
+static_assert(2 * tree_region_front >= tree_stack_depth, "a region's buffer holds the walk's stack");
+
+/// The squared float distance between a node's box and the box low … high (0 where they overlap).
+__device__ __forceinline__ float box_box_distance2(tree_node const& box, float3 const& low, float3 const& high)
+{
+  float const dx = fmaxf(fmaxf(box.low.x - high.x, low.x - box.high.x), 0.f);
+  float const dy = fmaxf(fmaxf(box.low.y - high.y, low.y - box.high.y), 0.f);
+  float const dz = fmaxf(fmaxf(box.low.z - high.z, low.z - box.high.z), 0.f);
+  return __fmaf_rn(dx, dx, __fmaf_rn(dy, dy, __fmul_rn(dz, dz)));
+}
+
+/// The leaves a warp's region meets, found level by level, a lane a node, into buffer + 2 ×
+/// tree_region_front (the levels alternate between the buffer's two halves before it): the box around
+/// the valid threads' p, grown by the largest of their reaches (the chord of `upper`, bounds.upper).
+/// Returns their number, the same in every thread, or −1 when they are more than tree_region_leaf_cap,
+/// a level holds more than tree_region_front nodes, or a valid thread's list is not yet full (its reach
+/// is everything). A float test of a box against a point inside the region is no smaller than that
+/// box's against the region, so every leaf a thread's walk could scan is among them.
+__device__ inline int warp_region_leaves(tree_view const& tree, bool valid, float3 const& p, float upper, std::uint32_t* buffer)
+{
+  constexpr unsigned all = 0xffffffffu;
+  constexpr float big = cuda::std::numeric_limits<float>::infinity();
+  unsigned const below = (1u << (threadIdx.x % 32)) - 1u;
+  float3 low{valid ? p.x : big, valid ? p.y : big, valid ? p.z : big};
+  float3 high{valid ? p.x : -big, valid ? p.y : -big, valid ? p.z : -big};
+  float reach2 = valid ? upper : 0.f;
+  for (int offset = 16; offset > 0; offset /= 2) {
+    low.x = fminf(low.x, __shfl_xor_sync(all, low.x, offset));
+    low.y = fminf(low.y, __shfl_xor_sync(all, low.y, offset));
+    low.z = fminf(low.z, __shfl_xor_sync(all, low.z, offset));
+    high.x = fmaxf(high.x, __shfl_xor_sync(all, high.x, offset));
+    high.y = fmaxf(high.y, __shfl_xor_sync(all, high.y, offset));
+    high.z = fmaxf(high.z, __shfl_xor_sync(all, high.z, offset));
+    reach2 = fmaxf(reach2, __shfl_xor_sync(all, reach2, offset));
+  }
+  if (!(reach2 < big)) { return -1; }
+  if (__ballot_sync(all, valid) == 0u || tree.leaves == 1) { return 0; }  // nothing to add to the seed
+  // The reach rounded up, plus 2^-22 for good measure (the float boxes hold the float64 vectors).
+  float const reach = __fadd_ru(__fmul_ru(__fsqrt_ru(reach2), 1.f + 0x1.0p-20f), 0x1.0p-22f);
+  float const limit2 = __fmul_ru(reach, reach);
+  std::uint32_t* const fronts[2] = {buffer, buffer + tree_region_front};
+  if (threadIdx.x % 32 == 0) { fronts[0][0] = 1u; }
+  __syncwarp();
+  int count = 1, side = 0;
+  bool fits = true;
+  // Each level: the children of its `count` nodes, 32 at a time; the last level's are leaves.
+  for (std::size_t level = 1; level < tree.leaves && fits && count > 0; level *= 2) {
+    bool const children_are_leaves = 2 * level == tree.leaves;
+    int const cap = children_are_leaves ? tree_region_leaf_cap : tree_region_front;
+    std::uint32_t* const into = children_are_leaves ? buffer + 2 * tree_region_front : fronts[1 - side];
+    int next = 0;
+    for (int first = 0; first < 2 * count && fits; first += 32) {
+      int const c = first + static_cast<int>(threadIdx.x % 32);
+      std::uint32_t child = 0;
+      bool meets = false;
+      if (c < 2 * count) {
+        child = 2 * fronts[side][c / 2] + static_cast<std::uint32_t>(c % 2);
+        meets = box_box_distance2(tree.nodes[child], low, high) <= limit2;
+      }
+      unsigned const hits = __ballot_sync(all, meets);
+      fits = next + __popc(hits) <= cap;
+      if (fits && meets) { into[next + __popc(hits & below)] = children_are_leaves ? child - static_cast<std::uint32_t>(tree.leaves) : child; }
+      next += __popc(hits);
+    }
+    __syncwarp();  // the level is written before any lane reads it
+    count = next;
+    side = 1 - side;
+  }
+  return fits ? count : -1;
+}
+
 /// When a warp's threads go on alone (tree_search_one): once the walk they share has taken at least
 /// tree_shared_walk_min_steps steps, of which the thread with the most use for them had room in fewer
 /// than 1 in tree_shared_walk_share (2: the circle below took 17.7 ms, 4: 23.7 ms; uniform inputs
@@ -1139,6 +1234,29 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
     }
   }
   auto const is_seed = [&](std::size_t leaf_node) { return (tree.leaves == 1 ? leaf_node : leaf_node / 2) == seed; };
+  // The warp's region (warp_region_leaves): when it fits, each thread scans the leaves of it its own float box
+  // test lets in, a box test costing each lane 1/32 of one where the walk's every lane tests every box it
+  // visits (the clustered 2^22 × 2^20 query 30 % shorter, GPS-like 14 %; H200, thirty-second session). The
+  // answer is the walk's, exact (no near-ties; ties to the smallest index). A warp whose region is too large
+  // (a thread with a loose bound, a curve of references seen from afar) walks on from its seeds.
+  if constexpr (tree_tries_regions<K, Goal>) {
+    int const found = warp_region_leaves(tree, valid, p, bounds.upper, stack);
+    if (found >= 0) {
+      std::uint32_t const* const leaves = stack + 2 * tree_region_front;
+      for (int j = 0; j < found; ++j) {
+        std::size_t const leaf = leaves[j];
+        if (valid && !is_seed(tree.leaves + leaf) && leaf * tree_leaf_size < groups &&
+            box_distance2(p, tree.nodes[tree.leaves + leaf]) <= bounds.upper) {
+          scan_leaf<Goal>(tree, leaf, p, precise_p, list, bounds, false);
+        }
+      }
+      __syncwarp();  // every lane has read the leaves before the warp's next observations overwrite them
+      if (!active) { return; }
+      list.write(result, i, k, lat, lon, tree.coordinates, scale);
+      if (!valid && result.invalid_count != nullptr) { atomicAdd(result.invalid_count, 1ull); }
+      return;
+    }
+  }
 
   int depth = 0;  // the same in every thread of the warp, as is `node`
   // This thread's room in `node`, as last measured: a leaf where it had none (against a worst entry
@@ -1245,7 +1363,7 @@ __global__ void __launch_bounds__(tree_search_threads, tree_search_min_blocks(K)
   tree_search(points_ref<T> observations, std::size_t n, std::uint32_t const* order, tree_view tree,
               neighbors_ref<Index, T> result, int k, double limit, double scale, std::uint32_t const* order_count = nullptr)
 {
-  __shared__ std::uint32_t stacks[tree_search_threads / 32][tree_stack_depth];
+  __shared__ std::uint32_t stacks[tree_search_threads / 32][tree_search_warp_words<K, Goal>];
   std::size_t const searched = order_count != nullptr ? *order_count : n;
   // A whole block takes each position range, so that every warp walks with all its lanes.
   for (std::size_t base = blockIdx.x * std::size_t{blockDim.x}; base < searched; base += std::size_t{gridDim.x} * blockDim.x) {
