@@ -1091,7 +1091,8 @@ inline constexpr int tree_region_front = 64;
 /// faster on uniform inputs and up to 9 % slower on the hostile classes whose warps walk (the pole circle
 /// 1 %), so the circle's ratio to uniform grows with the gain (for k = 2 at 2^22 × 2^22, 9.7× before);
 /// k = 8 and 16 8 % and 30 % slower on uniform inputs (the regions' registers: 278 B of spill stores for
-/// K = 16 instead of 142).
+/// K = 16 instead of 142). For k = 1 alone at 2^22 × 2^22 (thirty-third session, H200): uniform 4.92 → 4.07 ms, the
+/// pole circle 36.59 → 37.26 (capsule_room's margins in both), so its ratio 9.2×.
 template <int K, walk_goal Goal>
 inline constexpr bool tree_tries_regions = tree_region_leaf_cap > 0 && K == 1 && Goal == walk_goal::nearest;
 /// Words of shared memory a warp of tree_search holds: its walk's stack, and with regions its region's two
