@@ -14,7 +14,7 @@ a 30-bit key (the tree's, or --observation-keys), or with --observation-keys cel
 cell-list query took them before the nineteenth session (by the cube-map cell of the grid cell_plan picks for M, in
 random order within a cell), or with --observation-keys walkcell as it takes them now (by the cell of the finer grid of
 walk_grid_for): steps, leaves entered, scans and float64 tests per thread. With --no-margins, the float64 tests
-without their rounding margins (2^-50 and 2^-49 of the chord, the capsules' radii): the walk of tests whose rounding
+without their rounding margins (6u and 2^-49 of the chord, the capsules' radii): the walk of tests whose rounding
 would not grow with the distance to the observation (anchored at a reference near it), the cost the margins add; as
 computed here (absolute float64 chords) that also prunes by rounding noise, so it is a lower bound. With --anchored, the
 list ranks δ(x) = |p − x|² − |p − a|² from an anchor a (the seed's first entry) and a box the float test cannot decide
@@ -52,7 +52,8 @@ from distributed_model import spread_bits_2d  # the cube map's 2-D Morton interl
 
 LEAF = 16
 U24 = 2.0 ** -24
-# The float64 tests' rounding margins (2^-50, 2^-49, ... of the chord; the capsules' of their own scale); --no-margins sets them to 0:
+# The float64 tests' rounding margins (6u on the reach and on the capsule's square, 2^-49 on the box; the capsules' of their own
+# scale); --no-margins sets them to 0:
 # the walk of tests whose rounding no longer depends on where the points lie (anchored at a nearby reference).
 MARGIN = 1.0
 # --anchored: distances measured from an anchor a (each thread's seed's first entry), δ(x) = |p − x|² − |p − a|²
@@ -149,6 +150,11 @@ def cube_cells(P, m, n=0):
     return face * np.uint64(grid * grid) + (spread_bits_2d(along(u)) << np.uint64(1) | spread_bits_2d(along(v)))
 
 
+def widened(radius, a, b):
+    """make_capsule's radius: widened by 2^-51 of itself and 2^-49 |b − a|₁ (capsule_room's offset error along the segment)."""
+    return radius * (1 + MARGIN * 2 ** -51) + MARGIN * np.abs(b - a).sum() * 2 ** -49
+
+
 def seg_d2(P, a, b):
     u = b - a
     w = P - a
@@ -196,7 +202,7 @@ class Tree:
             ca[v], cb[v] = a, b
             # segment_distance_above: the rounding is relative to |e − a|₁ + |b − a|₁, the leaf's own scale
             local = np.abs(e - a).sum(1) + np.abs(b - a).sum()
-            cr[v] = (np.sqrt(seg_d2(e, a, b)) * (1 + MARGIN * 2 ** -50) + MARGIN * local * 2 ** -50).max()
+            cr[v] = widened((np.sqrt(seg_d2(e, a, b)) * (1 + MARGIN * 2 ** -50) + MARGIN * local * 2 ** -50).max(), a, b)
         level = leaves // 2
         while level >= 1:
             v = np.arange(level, 2 * level)
@@ -215,7 +221,7 @@ class Tree:
                 a = ends[np.argmin(ends[:, axis])]
                 b = ends[np.argmax(ends[:, axis])]
                 ca[node], cb[node] = a, b
-                cr[node] = ((np.sqrt(seg_d2(ends, a, b)) + np.array(radii)).max()) * (1 + MARGIN * 2 ** -52)
+                cr[node] = widened(((np.sqrt(seg_d2(ends, a, b)) + np.array(radii)).max()) * (1 + MARGIN * 2 ** -52), a, b)
             level //= 2
         self.low, self.high, self.ca, self.cb, self.cr = low, high, ca, cb, cr
         with np.errstate(over="ignore"):
@@ -303,9 +309,9 @@ class Threads:
         elif mid.any():
             self.float64 += int(mid.sum())
             ww = w[mid] * (1 - NEAR_TIE)
-            reach = np.sqrt(ww) * (1 + MARGIN * 2 ** -50) + MARGIN * np.where(np.sqrt(ww) < 2 ** -46, 2 ** -48, 2 ** -50)
-            limit = reach + tree.cr[v]
-            along = limit * limit * (1 + MARGIN * 2 ** -50) - seg_d2(Q[mid], tree.ca[v], tree.cb[v])
+            reach = np.sqrt(ww) * (1 + MARGIN * 6 * 2 ** -53)
+            limit = reach + tree.cr[v] + MARGIN * 2 ** -68
+            along = limit * limit * (1 + MARGIN * 6 * 2 ** -53) - seg_d2(Q[mid], tree.ca[v], tree.cb[v])
             dd = np.maximum(np.maximum(tree.low[v] - Q[mid], Q[mid] - tree.high[v]), 0)
             rr = np.minimum(ww - (dd * dd).sum(1) * (1 - MARGIN * 2 ** -49), along)
             r[mid] = np.where((along >= 0) & (rr >= 0), rr, 0.0)
