@@ -419,9 +419,9 @@ void tree_engine<T>::prepare(points_ref<U> references, stream_ref stream)
   std::size_t const keys_bytes = align_up(m * sizeof(tree_key));
   std::size_t const ids_bytes = align_up(m * sizeof(std::uint32_t));
   std::size_t const marks_bytes = align_up(2 * m * sizeof(std::uint32_t));  // group starts, then their places
-  std::size_t const arrivals_bytes = align_up(leaves * sizeof(unsigned));
+  std::size_t const finished_bytes = align_up(sizeof(unsigned));
   std::size_t temporary_bytes = std::max(sort_bytes, scan_bytes);  // the sort's, then the scan's
-  std::size_t const scratch_bytes = keys_bytes + ids_bytes + marks_bytes + arrivals_bytes + temporary_bytes;
+  std::size_t const scratch_bytes = keys_bytes + ids_bytes + marks_bytes + finished_bytes + temporary_bytes;
   if (stream_device != this->device_) {
     tree_ = device_buffer<std::byte>();
     build_scratch_ = device_buffer<std::byte>();
@@ -450,10 +450,10 @@ void tree_engine<T>::prepare(points_ref<U> references, stream_ref stream)
   auto* const ids = reinterpret_cast<std::uint32_t*>(scratch + keys_bytes);
   auto* const starts = reinterpret_cast<std::uint32_t*>(scratch + keys_bytes + ids_bytes);
   auto* const places = starts + m;
-  auto* const arrivals = reinterpret_cast<unsigned*>(scratch + keys_bytes + ids_bytes + marks_bytes);
-  std::byte* const temporary = scratch + keys_bytes + ids_bytes + marks_bytes + arrivals_bytes;
+  auto* const finished_blocks = reinterpret_cast<unsigned*>(scratch + keys_bytes + ids_bytes + marks_bytes);
+  std::byte* const temporary = scratch + keys_bytes + ids_bytes + marks_bytes + finished_bytes;
 
-  STREAMKIT_CUDA_TRY(cudaMemsetAsync(arrivals, 0, leaves * sizeof(unsigned), stream.value()));
+  STREAMKIT_CUDA_TRY(cudaMemsetAsync(finished_blocks, 0, sizeof(unsigned), stream.value()));
   STREAMKIT_CUDA_TRY(cudaMemsetAsync(group_count, 0, 3 * sizeof(std::uint32_t), stream.value()));  // and order_tie_runs' flags
   tree_reference_keys<U><<<grid_size("tree_reference_keys", m, 256, grid_stride_blocks), 256, 0, stream.value()>>>(
     references, m, coordinates, keys, ids, this->invalid_counts_.data());
@@ -473,8 +473,8 @@ void tree_engine<T>::prepare(points_ref<U> references, stream_ref stream)
     group_count, run_starts, layout.slots, leaves, points, precise_points, offsets, nodes, precise_nodes, capsules);
   STREAMKIT_CHECK_LAUNCH();
   if (leaves > 1) {
-    tree_build_inner<<<grid_size("tree_build_inner", leaves / 2, 256), 256, 0, stream.value()>>>(nodes, precise_nodes, capsules,
-                                                                                              arrivals, leaves);
+    tree_build_inner<<<tree_inner_blocks(leaves), tree_inner_threads, 0, stream.value()>>>(nodes, precise_nodes, capsules,
+                                                                                    finished_blocks, leaves);
     STREAMKIT_CHECK_LAUNCH();
   }
 }

@@ -568,33 +568,60 @@ __device__ inline tree_capsule merge_capsules(tree_capsule const& left, bool lef
   return make_capsule(a, b, radius * (1.0 + 0x1.0p-52));
 }
 
-/// Fills the inner nodes bottom-up in one launch: a thread starts at each pair of sibling leaves and
-/// climbs; of two children's threads, the second to arrive at their parent (counted in `arrivals`,
-/// zeroed before) merges the two boxes and goes on, the first stops.
-static __global__ void tree_build_inner(tree_node* nodes, tree_precise_node* precise_nodes, tree_capsule* capsules, unsigned* arrivals,
-                                        std::size_t leaves)
+/// Writes inner node `node` from its two children: the box around theirs, the capsule around theirs
+/// (merge_capsules) and the float box. `Uncached`: the children were written by another block.
+template <bool Uncached>
+__device__ __forceinline__ void merge_children(tree_node* nodes, tree_precise_node* precise_nodes, tree_capsule* capsules, std::size_t node)
 {
-  std::size_t const pair = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
-  if (pair >= leaves / 2) { return; }
-  std::size_t node = (leaves + 2 * pair) / 2;
-  while (true) {
-    // The children were written by this thread or by one that published them before its arrival.
-    vec4<double> const low_a = load_uncached(precise_nodes[2 * node].low), high_a = load_uncached(precise_nodes[2 * node].high);
-    vec4<double> const low_b = load_uncached(precise_nodes[2 * node + 1].low);
-    vec4<double> const high_b = load_uncached(precise_nodes[2 * node + 1].high);
-    vec4<double> const low{fmin(low_a.x, low_b.x), fmin(low_a.y, low_b.y), fmin(low_a.z, low_b.z), 0.0};
-    vec4<double> const high{fmax(high_a.x, high_b.x), fmax(high_a.y, high_b.y), fmax(high_a.z, high_b.z), 0.0};
-    precise_nodes[node] = {low, high};
-    tree_capsule const capsule = merge_capsules(load_capsule(capsules[2 * node]), low_a.x <= high_a.x,
-                                                load_capsule(capsules[2 * node + 1]), low_b.x <= high_b.x, low, high);
-    capsules[node] = capsule;
-    nodes[node] = {{__double2float_rd(low.x), __double2float_rd(low.y), __double2float_rd(low.z), thin_node_flag(low, high, capsule.a.w)},
-                   {__double2float_ru(high.x), __double2float_ru(high.y), __double2float_ru(high.z), 0.f}};
-    if (node == 1) { return; }
-    __threadfence();
-    if (atomicAdd(&arrivals[node / 2], 1u) == 0) { return; }  // the sibling's thread merges later
-    __threadfence();
-    node /= 2;
+  auto const load = [](vec4<double> const& v) { return Uncached ? load_uncached(v) : v; };
+  vec4<double> const low_a = load(precise_nodes[2 * node].low), high_a = load(precise_nodes[2 * node].high);
+  vec4<double> const low_b = load(precise_nodes[2 * node + 1].low), high_b = load(precise_nodes[2 * node + 1].high);
+  vec4<double> const low{fmin(low_a.x, low_b.x), fmin(low_a.y, low_b.y), fmin(low_a.z, low_b.z), 0.0};
+  vec4<double> const high{fmax(high_a.x, high_b.x), fmax(high_a.y, high_b.y), fmax(high_a.z, high_b.z), 0.0};
+  precise_nodes[node] = {low, high};
+  tree_capsule const left{load(capsules[2 * node].a), load(capsules[2 * node].b)};
+  tree_capsule const right{load(capsules[2 * node + 1].a), load(capsules[2 * node + 1].b)};
+  tree_capsule const capsule = merge_capsules(left, low_a.x <= high_a.x, right, low_b.x <= high_b.x, low, high);
+  capsules[node] = capsule;
+  nodes[node] = {{__double2float_rd(low.x), __double2float_rd(low.y), __double2float_rd(low.z), thin_node_flag(low, high, capsule.a.w)},
+                 {__double2float_ru(high.x), __double2float_ru(high.y), __double2float_ru(high.z), 0.f}};
+}
+
+/// Threads of a block of tree_build_inner: each block fills a subtree of 2 × this many leaves.
+inline constexpr int tree_inner_threads = 256;
+/// Blocks of tree_build_inner for `leaves` (a power of two, at least 2).
+[[nodiscard]] inline unsigned tree_inner_blocks(std::size_t leaves)
+{
+  std::size_t const subtrees = leaves / (2 * tree_inner_threads);
+  return static_cast<unsigned>(subtrees > 0 ? subtrees : 1);
+}
+
+/// Fills the inner nodes bottom-up, a level at a time: each block the subtree over its 2 ×
+/// tree_inner_threads leaves (a thread a node of the level, __syncthreads between levels), then the
+/// last block to finish (counted in `finished_blocks`, zeroed before) the levels above the blocks'
+/// subtrees. A thread that climbs alone, the second of two siblings to arrive going on, waits for a
+/// device-wide fence and an atomic at every level: 48 µs for 16,384 leaves on an H200, where a level
+/// of a block costs a fraction of a microsecond.
+static __global__ void __launch_bounds__(tree_inner_threads)
+  tree_build_inner(tree_node* nodes, tree_precise_node* precise_nodes, tree_capsule* capsules, unsigned* finished_blocks, std::size_t leaves)
+{
+  std::size_t const pairs = min_of(leaves / 2, std::size_t{tree_inner_threads});  // this block's parents of leaves
+  for (std::size_t width = pairs, level_first = leaves / 2; width > 0; width /= 2, level_first /= 2) {
+    if (threadIdx.x < width) { merge_children<false>(nodes, precise_nodes, capsules, level_first + blockIdx.x * width + threadIdx.x); }
+    __syncthreads();  // the level is written before the next reads it
+  }
+  if (gridDim.x == 1) { return; }
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    __threadfence();  // this block's subtree is visible before it counts as finished
+    last = atomicAdd(finished_blocks, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) { return; }
+  __threadfence();
+  for (std::size_t width = gridDim.x / 2; width > 0; width /= 2) {
+    for (std::size_t t = threadIdx.x; t < width; t += blockDim.x) { merge_children<true>(nodes, precise_nodes, capsules, width + t); }
+    __syncthreads();
   }
 }
 
@@ -1190,75 +1217,32 @@ inline constexpr int tree_shared_walk_share = 2;
 #endif
 inline constexpr bool tree_walk_alone = STREAMKIT_TREE_WALK_ALONE != 0;
 
-/// The k nearest references of observation order[t] (t when order is null) within `limit` (squared
-/// chord), for t < searched (a thread past it walks with its warp and writes nothing); `stack`: the
-/// warp's, in shared memory. The threads of a warp (neighbouring observations, once sorted) walk the
-/// tree together: depth first, a box is entered when any thread may still find a point in it
-/// (box_room), first the child that leaves some thread the most room below its worst entry; a thread
-/// scans each leaf entered in which it had room, with its own filter (for lists of 1 and 2 entries, the
-/// warp may rank the entries that pass together: scan_leaf_together). Control flow and the node and
-/// leaf loads are the same across the warp (broadcasts). When few of the shared steps are of use to
-/// any thread (tree_shared_walk_share), each goes on alone from where the warp stands, with a stack of
-/// its own. A walk_goal::kth_bound walk returns k references no farther than the k-th nearest by
-/// tree_kth_bound_slack instead.
-template <int K, walk_goal Goal, class Index, class T>
-__device__ __forceinline__ void tree_search_one(points_ref<T> const& observations, std::size_t t, std::size_t searched,
-                                                std::uint32_t const* order, tree_view const& tree, neighbors_ref<Index, T> const& result,
-                                                int k, double limit, double scale, std::uint32_t* stack)
+/// Whether leaf node `leaf_node` is one of the seed's (seed_node() `seed`), which tree_search_one scans first.
+__device__ __forceinline__ bool is_seed_leaf(tree_view const& tree, std::size_t seed, std::size_t leaf_node)
+{
+  return (tree.leaves == 1 ? leaf_node : leaf_node / 2) == seed;
+}
+
+/// The walk of tree_search_one from the root, after its seed (`seed`): the threads of a warp (neighbouring
+/// observations, once sorted) walk the tree together: depth first, a box is entered when any thread may
+/// still find a point in it (box_room), first the child that leaves some thread the most room below its
+/// worst entry; a thread scans each leaf entered in which it had room, with its own filter (for lists of 1
+/// and 2 entries, the warp may rank the entries that pass together: scan_leaf_together). Control flow and
+/// the node and leaf loads are the same across the warp (broadcasts). When few of the shared steps are of
+/// use to any thread (tree_shared_walk_share), each goes on alone from where the warp stands, with a stack
+/// of its own. `stack`: the warp's, in shared memory.
+template <int K, walk_goal Goal>
+__device__ __forceinline__ void walk_tree(tree_view const& tree, float3 const& p, vec4<double> const& precise_p, knn_list<K>& list,
+                                          search_bounds& bounds, bool near_ties, std::size_t seed, std::uint32_t* stack)
 {
   constexpr unsigned all = 0xffffffffu;
-  bool const active = t < searched;
-  std::size_t const i = !active ? 0 : (order != nullptr ? order[t] : t);
-  double lat = 0.0, lon = 0.0;
-  bool const valid = active && load_point(observations, i, lat, lon);
-  knn_list<K> list(k, limit);
-  vec4<double> const precise_p = unit_vector<double>(lat, lon, true);
-  float3 const p{static_cast<float>(precise_p.x), static_cast<float>(precise_p.y), static_cast<float>(precise_p.z)};
-  // A thread with nothing to find (past n, or invalid) never wants a box but walks with its warp.
-  search_bounds bounds(list.worst());
-  if (!valid) { bounds.upper = -cuda::std::numeric_limits<float>::infinity(); }
   // A walk for k ≤ 16 past tree_near_tie_steps (its search_bounds follow at the list's next change; until then
   // they stand for the larger worst entry, which only tests more); a kth_bound walk from the start.
-  bool near_ties = Goal == walk_goal::kth_bound;
   bool const may_allow_near_ties = K < 32 && *tree.ties_unordered == 0;
   auto const room = [&](std::size_t node) {
     return box_room<(K >= 32)>(p, precise_p, tree.nodes[node], tree.precise_nodes[node], tree.capsules[node], bounds, walk_threshold<Goal>(list, near_ties));
   };
-  // The seed: the leaves under seed_node(), scanned first and skipped by the walk.
-  std::size_t const groups = *tree.group_count;
-  std::size_t seed = 0;
-  if (valid && groups > 0) {
-    seed = seed_node(tree, morton_code<21>(precise_p), groups);
-    std::size_t const first_leaf = tree.leaves == 1 ? 0 : 2 * seed - tree.leaves;
-    for (std::size_t leaf = first_leaf; leaf < min_of(first_leaf + 2, tree.leaves); ++leaf) {
-      if (leaf * tree_leaf_size < groups) { scan_leaf<Goal>(tree, leaf, p, precise_p, list, bounds, near_ties); }
-    }
-  }
-  auto const is_seed = [&](std::size_t leaf_node) { return (tree.leaves == 1 ? leaf_node : leaf_node / 2) == seed; };
-  // The warp's region (warp_region_leaves): when it fits, each thread scans the leaves of it its own float box
-  // test lets in, a box test costing each lane 1/32 of one where the walk's every lane tests every box it
-  // visits (the clustered 2^22 × 2^20 query 30 % shorter, GPS-like 14 %; H200, thirty-second session). The
-  // answer is the walk's, exact (no near-ties; ties to the smallest index). A warp whose region is too large
-  // (a thread with a loose bound, a curve of references seen from afar) walks on from its seeds.
-  if constexpr (tree_tries_regions<K, Goal>) {
-    int const found = warp_region_leaves(tree, valid, p, bounds.upper, stack);
-    if (found >= 0) {
-      std::uint32_t const* const leaves = stack + 2 * tree_region_front;
-      for (int j = 0; j < found; ++j) {
-        std::size_t const leaf = leaves[j];
-        if (valid && !is_seed(tree.leaves + leaf) && leaf * tree_leaf_size < groups &&
-            box_distance2(p, tree.nodes[tree.leaves + leaf]) <= bounds.upper) {
-          scan_leaf<Goal>(tree, leaf, p, precise_p, list, bounds, false);
-        }
-      }
-      __syncwarp();  // every lane has read the leaves before the warp's next observations overwrite them
-      if (!active) { return; }
-      list.write(result, i, k, lat, lon, tree.coordinates, scale);
-      if (!valid && result.invalid_count != nullptr) { atomicAdd(result.invalid_count, 1ull); }
-      return;
-    }
-  }
-
+  auto const is_seed = [&](std::size_t leaf_node) { return is_seed_leaf(tree, seed, leaf_node); };
   int depth = 0;  // the same in every thread of the warp, as is `node`
   // This thread's room in `node`, as last measured: a leaf where it had none (against a worst entry
   // no smaller than now) is not scanned by it, so that a warp whose threads want different parts of
@@ -1349,6 +1333,61 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
       at = 0;
     }
   }
+}
+
+/// The k nearest references of observation order[t] (t when order is null) within `limit` (squared
+/// chord), for t < searched (a thread past it walks with its warp and writes nothing); `stack`: the
+/// warp's, in shared memory. Each thread scans its seed's leaves first, then its warp scans its region's
+/// leaves (warp_region_leaves, lists of 1 entry) or walks the tree (walk_tree). A walk_goal::kth_bound
+/// search returns k references no farther than the k-th nearest by tree_kth_bound_slack instead.
+template <int K, walk_goal Goal, class Index, class T>
+__device__ __forceinline__ void tree_search_one(points_ref<T> const& observations, std::size_t t, std::size_t searched,
+                                                std::uint32_t const* order, tree_view const& tree, neighbors_ref<Index, T> const& result,
+                                                int k, double limit, double scale, std::uint32_t* stack)
+{
+  bool const active = t < searched;
+  std::size_t const i = !active ? 0 : (order != nullptr ? order[t] : t);
+  double lat = 0.0, lon = 0.0;
+  bool const valid = active && load_point(observations, i, lat, lon);
+  knn_list<K> list(k, limit);
+  vec4<double> const precise_p = unit_vector<double>(lat, lon, true);
+  float3 const p{static_cast<float>(precise_p.x), static_cast<float>(precise_p.y), static_cast<float>(precise_p.z)};
+  // A thread with nothing to find (past n, or invalid) never wants a box but walks with its warp.
+  search_bounds bounds(list.worst());
+  if (!valid) { bounds.upper = -cuda::std::numeric_limits<float>::infinity(); }
+  bool const near_ties = Goal == walk_goal::kth_bound;  // walk_tree allows them later for k ≤ 16
+  // The seed: the leaves under seed_node(), scanned first and skipped by the walk.
+  std::size_t const groups = *tree.group_count;
+  std::size_t seed = 0;
+  if (valid && groups > 0) {
+    seed = seed_node(tree, morton_code<21>(precise_p), groups);
+    std::size_t const first_leaf = tree.leaves == 1 ? 0 : 2 * seed - tree.leaves;
+    for (std::size_t leaf = first_leaf; leaf < min_of(first_leaf + 2, tree.leaves); ++leaf) {
+      if (leaf * tree_leaf_size < groups) { scan_leaf<Goal>(tree, leaf, p, precise_p, list, bounds, near_ties); }
+    }
+  }
+  // The warp's region (warp_region_leaves): when it fits, each thread scans the leaves of it its own float box
+  // test lets in, a box test costing each lane 1/32 of one where the walk's every lane tests every box it
+  // visits (the clustered 2^22 × 2^20 query 30 % shorter, GPS-like 14 %; H200, thirty-second session). The
+  // answer is the walk's, exact (no near-ties; ties to the smallest index). A warp whose region is too large
+  // (a thread with a loose bound, a curve of references seen from afar) walks on from its seeds.
+  bool walks = true;
+  if constexpr (tree_tries_regions<K, Goal>) {
+    int const found = warp_region_leaves(tree, valid, p, bounds.upper, stack);
+    if (found >= 0) {
+      std::uint32_t const* const leaves = stack + 2 * tree_region_front;
+      for (int j = 0; j < found; ++j) {
+        std::size_t const leaf = leaves[j];
+        if (valid && !is_seed_leaf(tree, seed, tree.leaves + leaf) && leaf * tree_leaf_size < groups &&
+            box_distance2(p, tree.nodes[tree.leaves + leaf]) <= bounds.upper) {
+          scan_leaf<Goal>(tree, leaf, p, precise_p, list, bounds, false);
+        }
+      }
+      __syncwarp();  // every lane has read the leaves before the warp's next observations overwrite them
+      walks = false;
+    }
+  }
+  if (walks) { walk_tree<K, Goal>(tree, p, precise_p, list, bounds, near_ties, seed, stack); }
   if (!active) { return; }
   list.write(result, i, k, lat, lon, tree.coordinates, scale);
   if (!valid && result.invalid_count != nullptr) { atomicAdd(result.invalid_count, 1ull); }
