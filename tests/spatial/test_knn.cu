@@ -735,6 +735,58 @@ TEST_F(KNearest, FrontEndConstQueryNeedsPrepareWhenTheTreeIsPicked)
   }
 }
 
+TEST_F(KNearest, FrontEndOrdersTheObservationsBesideItsBuildForThatQueryOnly)
+{
+  // A query that builds the front end's tree sorts its observations on a second stream beside the build
+  // (tree_engine::prepare_ordering), for that query only. Both sets move every step, the observations in
+  // place (the same buffers, so the same view): each step's rows are that step's, whether its query
+  // builds (after update()) or not, and after a query that threw once its tree was built.
+  constexpr std::size_t m = 4096;
+  for (std::size_t const k : {std::size_t{1}, std::size_t{16}}) {
+    std::size_t const n = smallest_tree_shape(m, k, nn_precision::exact);
+    if (n == 0) { continue; }
+    SCOPED_TRACE("k = " + std::to_string(k) + ", n = " + std::to_string(n));
+    streamkit::stream const s(0);
+    auto options = options_with(nn_precision::exact);
+    options.on_invalid = streamkit::invalid_points::reject;
+    uploaded<float> obs = upload<float>(uniform_points(n, rng), angle_unit::degrees, false, s);
+    uploaded<float> refs = upload<float>(uniform_points(m, rng), angle_unit::degrees, false, s);
+    streamkit::nearest_index<float> index(refs.points, options, s);
+    ASSERT_EQ(index.engine_for(n, k), search_engine::tree);
+    auto const move_observations = [&](bool one_invalid) {
+      point_set const moved = uniform_points(n, rng);
+      std::vector<float> lat = converted<float>(moved.lat, angle_unit::degrees);
+      std::vector<float> const lon = converted<float>(moved.lon, angle_unit::degrees);
+      if (one_invalid) { lat[n / 2] = std::numeric_limits<float>::quiet_NaN(); }
+      obs.buffers[0].copy_from_host_async(cuda::std::span<float const>(lat.data(), lat.size()), s);
+      obs.buffers[1].copy_from_host_async(cuda::std::span<float const>(lon.data(), lon.size()), s);
+      s.sync();
+      obs.seen = as_seen(lat, lon, angle_unit::degrees);
+    };
+    auto const query_and_check = [&](char const* what) {
+      SCOPED_TRACE(what);
+      poisoned_result<std::int32_t, float> out(n, k, k, s);
+      index.query(obs.points, out.ref(), s);
+      check(fetch(out, s), brute_force_knn(obs.seen, refs.seen, k), obs.seen, refs.seen, k, k, engine::tree, options);
+    };
+    query_and_check("the first query builds (the device's first preparation: no second stream)");
+    for (int step = 0; step < 3; ++step) {
+      refs = upload<float>(uniform_points(m, rng), angle_unit::degrees, false, s);
+      index.update(refs.points, s);
+      move_observations(false);
+      query_and_check("update(), observations moved in place: the query builds and orders beside it");
+      move_observations(false);
+      query_and_check("observations moved again, no update(): the tree is current, the order is the query's own");
+    }
+    index.update(refs.points, s);
+    move_observations(true);
+    poisoned_result<std::int32_t, float> rejected(n, k, k, s);
+    STREAMKIT_EXPECT_THROW_WITH(index.query(obs.points, rejected.ref(), s), std::invalid_argument, "observations");
+    move_observations(false);
+    query_and_check("after a query that built, ordered and threw");
+  }
+}
+
 // ---- host-side checks: they run without a GPU ----------------------------------------------------
 
 TEST(KNearestHost, EngineChoiceOnTheBenchmarkShapes)

@@ -72,7 +72,17 @@ void nearest_index<T>::query_dispatch(points_ref<T> const& observations, neighbo
                                       F&& f)
 {
   brute_force_.expect_query(observations, result, stream);  // before a tree is built for a bad query
-  with_engine(engine_for(observations.count, result.k), stream, f);
+  search_engine const engine = engine_for(observations.count, result.k);
+  if (engine == search_engine::tree && !tree_current_) {
+    // The tree's build and the order its search sorts the observations in first, side by side.
+    tree_.prepare_ordering(brute_force_.prepared_points(), observations, stream);
+    tree_current_ = true;
+  }
+  struct forget_order {
+    tree_index<T>& tree;
+    ~forget_order() { tree.forget_order(); }
+  } const once{tree_};  // the order is this query's only, whether it is enqueued or throws
+  with_engine(engine, stream, f);
 }
 
 template <class T>

@@ -5,6 +5,8 @@
 #include <streamkit/core/detail/launch.hpp>
 #include <streamkit/core/device.hpp>
 #include <streamkit/core/error.hpp>
+#include <streamkit/core/event.hpp>
+#include <streamkit/core/stream.hpp>
 #include <streamkit/core/stream_ref.hpp>
 #include <streamkit/memory/device_buffer.hpp>
 #include <streamkit/memory/resource.hpp>
@@ -24,6 +26,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -375,6 +378,15 @@ class tree_engine : public index_core<T> {
   /// engine's float64 coordinates (U = double).
   template <class U>
   void prepare(points_ref<U> references, stream_ref stream);
+  /// prepare(), and beside it, on a stream of the engine's joined to `stream` in its order, the order
+  /// of `observations` that the search sorts them in first (observation_order), into the engine's own
+  /// scratch: the front end builds its tree inside a query, and the two overlap. The next search of
+  /// the same observations with that scratch uses it, until forget_order(). A first preparation on a
+  /// device, or a query that sorts nothing, only prepares.
+  template <class U>
+  void prepare_ordering(points_ref<U> references, points_ref<T> const& observations, stream_ref stream);
+  /// Drops the order prepare_ordering() left (the front end, once the query it was made for is enqueued).
+  void forget_order() noexcept { ordered_ = {}; }
 
   // k-nearest queries (nearest_queries.cuh): the engine's search.
   template <class Index>
@@ -400,7 +412,25 @@ class tree_engine : public index_core<T> {
   std::size_t leaves_ = 0;                     // a power of two
   std::uint32_t const* member_ids_ = nullptr;  // reference indices in sorted order (groups' members), in build_scratch_
   device_buffer<std::byte> tree_;              // sorted points, nodes, coordinates
-  device_buffer<std::byte> build_scratch_;     // keys, ids, arrival counters, sort temporaries
+  device_buffer<std::byte> build_scratch_;     // keys, ids, the inner build's counter, sort temporaries
+  /// The observations prepare_ordering() ordered, and where: their order in scratch_.
+  struct observation_ordering {
+    points_ref<T> observations;
+    std::uint32_t const* order = nullptr;
+    [[nodiscard]] bool of(points_ref<T> const& other) const noexcept
+    {
+      return order != nullptr && other.latitude == observations.latitude && other.longitude == observations.longitude &&
+             other.count == observations.count && other.stride == observations.stride && other.unit == observations.unit;
+    }
+  };
+  observation_ordering ordered_;
+  /// prepare_ordering()'s second stream, and the events that fork it from the query's stream and join it back.
+  struct ordering_stream {
+    explicit ordering_stream(int device) : helper(device), fork(device), join(device) {}
+    streamkit::stream helper;
+    event fork, join;
+  };
+  std::optional<ordering_stream> ordering_;
 };
 
 template <class T>
@@ -480,6 +510,30 @@ void tree_engine<T>::prepare(points_ref<U> references, stream_ref stream)
 }
 
 template <class T>
+template <class U>
+void tree_engine<T>::prepare_ordering(points_ref<U> references, points_ref<T> const& observations, stream_ref stream)
+{
+  ordered_ = {};
+  int const device = stream.device();
+  std::size_t const bytes = observation_order_bytes(observations.count);
+  // A first preparation on the device drops the scratch (begin_preparation); cell lists order no observations.
+  if (device != this->device_ || bytes == 0 || use_cell_lists(observations.count, references.count)) {
+    prepare(references, stream);
+    return;
+  }
+  device_guard guard(device);
+  if (!ordering_ || ordering_->helper.device() != device) { ordering_.emplace(device); }
+  std::byte* const memory = this->scratch_.reserve(bytes, device, stream, this->resource_);
+  ordering_->fork.record(stream);
+  ordering_->helper.wait(ordering_->fork);
+  std::uint32_t const* const order = observation_order(observations, memory, ordering_->helper);
+  ordering_->join.record(ordering_->helper);
+  prepare(references, stream);
+  stream.wait(ordering_->join);
+  ordered_ = {observations, order};
+}
+
+template <class T>
 template <class Index>
 void tree_engine<T>::search_async(points_ref<T> observations, neighbors_ref<Index, T> result, stream_ref stream,
                                   nearest_scratch& scratch) const
@@ -503,7 +557,9 @@ void tree_engine<T>::search(points_ref<T> observations, neighbors_ref<Index, T> 
   }
   std::size_t const bytes = observation_order_bytes(n);
   std::uint32_t const* const order =
-    observation_order(observations, bytes > 0 ? scratch.reserve(bytes, this->device_, stream, this->resource_) : nullptr, stream);
+    &scratch == &this->scratch_ && ordered_.of(observations)
+      ? ordered_.order
+      : observation_order(observations, bytes > 0 ? scratch.reserve(bytes, this->device_, stream, this->resource_) : nullptr, stream);
   tree_search<K, Index, T><<<grid_size("tree_search", n, tree_search_threads), tree_search_threads, 0, stream.value()>>>(
     observations, n, order, tree, result, static_cast<int>(result.k), max_chord2(this->options_), distance_scale(this->options_));
   STREAMKIT_CHECK_LAUNCH();
