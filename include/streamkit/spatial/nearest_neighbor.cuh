@@ -41,7 +41,9 @@ namespace streamkit {
 /// The front-end search object for time-stepping: references prepared once per update(), queries of
 /// any size and k answered by the engine the cost model picks. The brute-force engine's preparation
 /// is done by update(); the tree is built from it by the first query that picks the tree after an
-/// update() (or by prepare()), on that query's stream. Not thread-safe: one object per concurrent
+/// update() (or by prepare()), on that query's stream. Such a query sorts its observations beside the
+/// build, on a second stream the index owns, forked from the query's stream and joined back to it: the
+/// query's work stays ordered on its stream. Not thread-safe: one object per concurrent
 /// stream, or prepare() and then the const query_async() with a nearest_scratch per stream. Radius
 /// queries (radius_queries) go to the engine radius_engine_for() picks, its tree built as for a query.
 template <class T>

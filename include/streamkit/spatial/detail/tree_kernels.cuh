@@ -552,14 +552,17 @@ __device__ inline tree_capsule merge_capsules(tree_capsule const& left, bool lef
                                               vec4<double> const& low, vec4<double> const& high)
 {
   int const axis = longest_axis(low, high);
-  vec4<double> const ends[4] = {left.a, left.b, right.a, right.b};
-  int first = left_used ? 0 : 2, last = right_used ? 3 : 1;
-  int lowest = first, highest = first;
-  for (int e = first; e <= last; ++e) {
-    if (coordinate(ends[e], axis) < coordinate(ends[lowest], axis)) { lowest = e; }
-    if (coordinate(ends[e], axis) > coordinate(ends[highest], axis)) { highest = e; }
-  }
-  vec4<double> const a = ends[lowest], b = ends[highest];
+  // The used children's ends in order, the first lowest or highest kept on ties (selects: an array
+  // indexed at run time would live in local memory, on the inner build's chain of levels).
+  vec4<double> a = left_used ? left.a : right.a, b = a;
+  auto const consider = [&](vec4<double> const& end) {
+    double const along = coordinate(end, axis);
+    if (along < coordinate(a, axis)) { a = end; }
+    if (along > coordinate(b, axis)) { b = end; }
+  };
+  if (left_used) { consider(left.b); }
+  if (left_used && right_used) { consider(right.a); }
+  if (right_used) { consider(right.b); }
   double radius = 0.0;
   if (left_used) { radius = fmax(segment_distance_above(left.a, a, b), segment_distance_above(left.b, a, b)) + left.a.w; }
   if (right_used) {
