@@ -3,14 +3,11 @@
 // each other, their indices ascending, so that each is one group; a run too long to order, which holds more than one
 // vector, flags the tree so that no walk allows near-ties. Checked on random runs of equal keys, made as the stable key
 // sort leaves them (indices ascending), of distinct and identical vectors, including distinct coordinates that make one
-// vector (a pole at several longitudes). Before that, the stable sort of the keys (detail/tree_sort.cuh) against
-// std::stable_sort, at every size about its tile and its passes.
+// vector (a pole at several longitudes).
 #include "gpu_test.hpp"
-#include "test_support.hpp"
 
 #include <streamkit/core/error.hpp>
 #include <streamkit/spatial/detail/tree_impl.cuh>
-#include <streamkit/spatial/detail/tree_sort.cuh>
 
 #include <gtest/gtest.h>
 
@@ -19,7 +16,6 @@
 #include <cstdint>
 #include <map>
 #include <random>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -154,67 +150,6 @@ bool check_runs(runs const& r, std::vector<std::uint32_t> const& out)
   }
   for (std::size_t i = r.keys.size() - 3; i < r.keys.size(); ++i) { EXPECT_EQ(out[i], r.ids[i]) << "an invalid reference moved"; }
   return mixed_long;
-}
-
-/// Sorts `keys` (ids 0, 1, …) with sort_tree_keys and checks keys and ids against std::stable_sort on the host.
-void expect_sorted_as_on_the_host(std::vector<sd::tree_key> const& keys, char const* what)
-{
-  std::size_t const n = keys.size();
-  SCOPED_TRACE(std::string(what) + ", " + std::to_string(n) + " keys");
-  std::vector<std::pair<sd::tree_key, std::uint32_t>> expected(n);
-  for (std::size_t i = 0; i < n; ++i) { expected[i] = {keys[i], static_cast<std::uint32_t>(i)}; }
-  std::stable_sort(expected.begin(), expected.end(), [](auto const& a, auto const& b) { return sd::tree_key_less{}(a.first, b.first); });
-  sd::tree_key* d_keys = nullptr;
-  std::uint32_t* d_ids = nullptr;
-  STREAMKIT_CUDA_TRY(cudaMalloc(&d_keys, 2 * n * sizeof(sd::tree_key)));
-  STREAMKIT_CUDA_TRY(cudaMalloc(&d_ids, 2 * n * sizeof(std::uint32_t)));
-  STREAMKIT_CUDA_TRY(cudaMemset(d_keys, 0x7f, 2 * n * sizeof(sd::tree_key)));  // poison both buffers
-  STREAMKIT_CUDA_TRY(cudaMemset(d_ids, 0x7f, 2 * n * sizeof(std::uint32_t)));
-  std::vector<std::uint32_t> ids(n);
-  for (std::size_t i = 0; i < n; ++i) { ids[i] = static_cast<std::uint32_t>(i); }
-  STREAMKIT_CUDA_TRY(cudaMemcpy(d_keys, keys.data(), n * sizeof(sd::tree_key), cudaMemcpyHostToDevice));
-  STREAMKIT_CUDA_TRY(cudaMemcpy(d_ids, ids.data(), n * sizeof(std::uint32_t), cudaMemcpyHostToDevice));
-  auto const sorted = sd::sort_tree_keys(d_keys, d_ids, d_keys + n, d_ids + n, n, cudaStream_t{});
-  std::vector<sd::tree_key> got_keys(n);
-  std::vector<std::uint32_t> got_ids(n);
-  STREAMKIT_CUDA_TRY(cudaMemcpy(got_keys.data(), sorted.keys, n * sizeof(sd::tree_key), cudaMemcpyDeviceToHost));
-  STREAMKIT_CUDA_TRY(cudaMemcpy(got_ids.data(), sorted.ids, n * sizeof(std::uint32_t), cudaMemcpyDeviceToHost));
-  STREAMKIT_CUDA_TRY(cudaFree(d_keys));
-  STREAMKIT_CUDA_TRY(cudaFree(d_ids));
-  std::size_t wrong = 0, first_wrong = n;
-  for (std::size_t i = 0; i < n; ++i) {
-    bool const same = got_keys[i].high == expected[i].first.high && got_keys[i].low == expected[i].first.low && got_ids[i] == expected[i].second;
-    if (!same) {
-      ++wrong;
-      first_wrong = std::min(first_wrong, i);
-    }
-  }
-  EXPECT_EQ(wrong, 0u) << "first at " << first_wrong;
-}
-
-TEST(TreeSort, KeysAndIdsAsAStableSortLeavesThem)
-{
-  STREAMKIT_REQUIRE_GPU();
-  std::mt19937_64 random(streamkit_test::fresh_seed());
-  std::size_t const tile = sd::tree_sort_tile;
-  // Few distinct words, so that equal keys (and equal high words) abound, and the largest key (invalid references).
-  auto const key_of = [&](int kinds) {
-    std::uniform_int_distribution<int> pick(0, kinds);
-    int const high = pick(random), low = pick(random);
-    if (high == kinds) { return sd::tree_key{~std::uint64_t{0}, ~std::uint64_t{0}}; }
-    return sd::tree_key{static_cast<std::uint64_t>(high) * 0x9e3779b97f4a7c15ull, static_cast<std::uint64_t>(low) << 40};
-  };
-  for (std::size_t const n : {std::size_t{1}, std::size_t{2}, std::size_t{31}, tile - 1, tile, tile + 1, 2 * tile, 2 * tile + 1, 3 * tile + 5,
-                              8 * tile, 8 * tile + 1, std::size_t{100'003}, std::size_t{144'563}}) {
-    for (int const kinds : {1, 7, 1000, 1 << 30}) {
-      std::vector<sd::tree_key> keys(n);
-      for (auto& key : keys) { key = key_of(kinds); }
-      expect_sorted_as_on_the_host(keys, ("random, " + std::to_string(kinds) + " kinds a word").c_str());
-    }
-    std::vector<sd::tree_key> descending(n);
-    for (std::size_t i = 0; i < n; ++i) { descending[i] = {n - i, i % 3}; }
-    expect_sorted_as_on_the_host(descending, "descending");
-  }
 }
 
 TEST(TreeTies, IdenticalVectorsOfARunOfEqualKeysFormOneStretch)
