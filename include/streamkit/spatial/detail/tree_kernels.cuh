@@ -542,8 +542,6 @@ __device__ __forceinline__ vec4<double> load_uncached(vec4<double> const& v)
   return {a.x, a.y, b.x, b.y};
 }
 
-__device__ __forceinline__ tree_capsule load_capsule(tree_capsule const& c) { return {load_uncached(c.a), load_uncached(c.b)}; }
-
 /// The capsule of a node from its children's (`left_used`, `right_used`: whether each holds an entry),
 /// whose box is low … high: between the two of the children's ends lowest and highest along its
 /// longest axis, wide enough for both children's capsules (the distance to a segment is convex, so a
