@@ -2,8 +2,9 @@
 // float64 squared chord to the observation is at most the list's worst entry must leave room (never pruned), or the
 // search would miss it. Checked on the device on random piles of 16 points (a leaf, its boxes and capsule made as
 // tree_build_leaves makes them) and on pairs of such piles (an inner node, merge_capsules), from 1 rad down to 1e-15
-// rad across (blobs, lines, small circles round a pole), seen from afar, from nearby and from one of the points,
-// with the worst entry set to each point's own squared chord: the tightest list a search ever holds.
+// rad across (blobs, lines, small circles round a pole), seen from afar, from near their antipode, from nearby and from
+// one of the points, with the worst entry set to each point's own squared chord: the tightest list a search ever holds;
+// box_room with and without its far test (sphere_box_distance2).
 #include "gpu_test.hpp"
 
 #include <streamkit/core/device.hpp>
@@ -13,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 
 namespace {
 
@@ -24,6 +26,7 @@ struct failures {
   unsigned long long count;
   unsigned long long first_trial;
   unsigned long long thin_nodes;  // nodes thin_node_flag marked, whose capsule box_room tests whatever the float test says
+  unsigned long long far_pruned;  // nodes only sphere_box_distance2 pruned, all their points just beyond the worst entry
 };
 
 /// splitmix64: a stream of random bits per trial.
@@ -70,11 +73,16 @@ struct trial_pile {
     lat = asin(2.0 * uniform(state) - 1.0);
     lon = 6.283185307179586 * uniform(state) - 3.141592653589793;
   }
-  /// The observation (`where`): 0 anywhere, 1 near the pile, 2 one of the `count` points.
+  /// The observation (`where`): 0 anywhere, 1 near the pile, 2 one of the `count` points, 3 near the pile's
+  /// antipode (within 1e-6 to 1 rad), where a box seen edge-on reaches furthest towards it (sphere_box_distance2).
   __device__ vec4<double> observation(vec4<double> const* points, int count, int& where)
   {
     using streamkit::detail::unit_vector;
-    where = static_cast<int>(next_bits(state) % 3);
+    where = static_cast<int>(next_bits(state) % 4);
+    if (where == 3) {
+      double const reach = pow(10.0, -6.0 * uniform(state));
+      return unit_vector<double>(-lat + reach * (uniform(state) - 0.5), lon + 3.141592653589793 + reach * (uniform(state) - 0.5), true);
+    }
     if (where == 0) {
       return unit_vector<double>(asin(2.0 * uniform(state) - 1.0), 6.283185307179586 * uniform(state) - 3.141592653589793, true);
     }
@@ -143,18 +151,29 @@ __device__ node make_leaf(vec4<double> const* points)
 }
 
 /// Counts the points of `points` (count of them) that `n`'s tests would prune for observation p with the worst
-/// entry at that point's own squared chord.
-__device__ int pruned(vec4<double> const& p, node const& n, vec4<double> const* points, int count)
+/// entry at that point's own squared chord; adds to `far_pruned` when, with the worst entry 2^-12 below the
+/// nearest point's, only the far test (box_room's `Far`, sphere_box_distance2) prunes the node.
+__device__ int pruned(vec4<double> const& p, node const& n, vec4<double> const* points, int count, unsigned long long& far_pruned)
 {
   using namespace streamkit::detail;
   float3 const p_float{static_cast<float>(p.x), static_cast<float>(p.y), static_cast<float>(p.z)};
   int missed = 0;
+  double nearest = 4.0;
   for (int i = 0; i < count; ++i) {
     double const worst = chord2(p.x, p.y, p.z, points[i]);
+    nearest = fmin(nearest, worst);
     search_bounds const bounds(worst);
-    // Both forms of the float64 tests: inlined (lists of k < 32) and called (k >= 32).
+    // Both forms of the float64 tests: inlined (lists of k < 32) and called (k >= 32); with and without the far test.
     missed += box_room<false>(p_float, p, n.box, n.precise, n.capsule, bounds, worst) == 0u ? 1 : 0;
     missed += box_room<true>(p_float, p, n.box, n.precise, n.capsule, bounds, worst) == 0u ? 1 : 0;
+    missed += box_room<false, true>(p_float, p, n.box, n.precise, n.capsule, bounds, worst) == 0u ? 1 : 0;
+    missed += box_room<true, true>(p_float, p, n.box, n.precise, n.capsule, bounds, worst) == 0u ? 1 : 0;
+  }
+  double const below = nearest * (1.0 - 0x1.0p-12);
+  search_bounds const bounds(below);
+  if (box_room<false>(p_float, p, n.box, n.precise, n.capsule, bounds, below) != 0u &&
+      box_room<false, true>(p_float, p, n.box, n.precise, n.capsule, bounds, below) == 0u) {
+    ++far_pruned;
   }
   return missed;
 }
@@ -177,7 +196,10 @@ __global__ void check_bounds(std::uint64_t seed, unsigned long long trials, fail
     inner.box.low.w = thin_node_flag(inner.precise.low, inner.precise.high, inner.capsule.a.w);
     int const thin = (left.box.low.w != 0.f ? 1 : 0) + (right.box.low.w != 0.f ? 1 : 0) + (inner.box.low.w != 0.f ? 1 : 0);
     if (thin > 0) { atomicAdd(&out->thin_nodes, static_cast<unsigned long long>(thin)); }
-    int const missed = pruned(p, left, points, pile) + pruned(p, right, points + pile, pile) + pruned(p, inner, points, 2 * pile);
+    unsigned long long far_pruned = 0;
+    int const missed = pruned(p, left, points, pile, far_pruned) + pruned(p, right, points + pile, pile, far_pruned) +
+                       pruned(p, inner, points, 2 * pile, far_pruned);
+    if (far_pruned > 0) { atomicAdd(&out->far_pruned, far_pruned); }
     if (missed > 0) {
       unsigned long long const before = atomicAdd(&out->count, static_cast<unsigned long long>(missed));
       if (before == 0) { out->first_trial = trial; }
@@ -266,6 +288,9 @@ TEST(TreeBounds, BoxAndCapsuleNeverPruneAPointWithinTheWorstEntry)
   failures const host = run_trials(check_bounds, seed, trials);
   // Lines (shape 1) and circle arcs (shape 2) make thin nodes, whose capsule the float test's accepted boxes get too.
   EXPECT_GT(host.thin_nodes, trials / 10) << "too few thin nodes: their capsule test went unchecked";
+  // Piles seen from near their antipode: the far test must prune some nodes the box test lets in, or it went unchecked.
+  EXPECT_GT(host.far_pruned, trials / 1000) << "too few nodes only the far test pruned";
+  RecordProperty("far_pruned", std::to_string(host.far_pruned));
   EXPECT_EQ(host.count, 0u) << "points a box or capsule test would prune although their squared chord equals the worst entry; first in trial "
                             << host.first_trial << " of seed " << seed << " (" << trials << " trials, 64 points tested each)";
 }

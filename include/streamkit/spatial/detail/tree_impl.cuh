@@ -359,7 +359,9 @@ void cell_list_search(points_ref<T> const& observations, neighbors_ref<Index, T>
   }
   // Usually few or none of the observations walk: a grid of a few waves whose stride loop takes them,
   // not one of n / tree_search_threads blocks that nearly all return at once (83 µs at 2^24 on an H200).
-  auto const walk = tree_search<K, Index, T>;
+  // For k = 1, the walk of deferred observations (tree_search's `Deferred`); lists of more entries try no
+  // regions anyway, and a second instance of their walks was not measured.
+  auto const walk = tree_search<K, Index, T, walk_goal::nearest, K == 1>;
   std::size_t const walk_blocks = walk_waves * resident_blocks(walk, tree_search_threads, stream.device());
   walk<<<grid_size("tree_search", n, tree_search_threads, walk_blocks), tree_search_threads, 0, stream.value()>>>(
     observations, n, walk_order, tree, result, k, limit, scale, deferred);

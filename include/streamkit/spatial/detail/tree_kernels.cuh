@@ -637,6 +637,27 @@ __device__ __forceinline__ float box_distance2(float3 const& p, tree_node const&
   float const dz = fmaxf(fmaxf(box.low.z - p.z, p.z - box.high.z), 0.f);
   return __fmaf_rn(dx, dx, __fmaf_rn(dy, dy, __fmul_rn(dz, dz)));
 }
+/// At most the squared chord from p's float64 vector to any float64 unit vector in a box, by the sphere: for
+/// unit vectors c² = 2 − 2 p·r, and p·r is at most the largest value of the linear p·x over the box, at a
+/// corner. A box around a patch of the sphere reaches towards p by about its own width where p sees the patch
+/// edge-on, from the other side of the sphere, which box_distance2 counts and this does not: there it lets
+/// in about half the boxes (a CPU count of tree_walk_sim.py's walk, 2^14 references on the 0.01-degree grid
+/// of bench_hostile's grid_0.01deg_region, 400 uniform observations: box_distance2 alone scans 2.1–2.5 times
+/// the leaves for those 90° to 180° away, 1.4 times at 60° to 90°, 1.05 times at 30° to 60°; no change for
+/// the pole circle, a 3 m cell or uniform references). It is no use near p, where its absolute error
+/// (below) is all of the distance. Error: p is off its float64 vector v by at
+/// most u = 2^-24 of each component (v·r ≤ p·r + u), the corner's products and their sum by 3√3 u (the
+/// coordinates within [−1, 1] but for the outward rounding), 2 − 2m by 4u, and |v|², |r|² ≥ 1 − 2^-49: the
+/// squared chord is at least the computed value less 17u, and 2^-19 (32u) is taken off, rounded down.
+__device__ __forceinline__ float sphere_box_distance2(float3 const& p, tree_node const& box)
+{
+  float const m = fmaxf(p.x * box.low.x, p.x * box.high.x) + fmaxf(p.y * box.low.y, p.y * box.high.y) +
+                  fmaxf(p.z * box.low.z, p.z * box.high.z);
+  return __fsub_rd(__fmaf_rn(-2.f, m, 2.f), 0x1.0p-19f);
+}
+/// Worst-entry filters (search_bounds::upper, squared chord) above which box_room<Call, true> also tests
+/// sphere_box_distance2: an observation whose nearest lie more than ~41° away (the count above).
+inline constexpr float tree_far_chord2 = 0.5f;
 /// The same in float64, to the float64 box (within 6 roundings of the true distance, see box_room).
 __device__ __forceinline__ double box_distance2(vec4<double> const& p, tree_precise_node const& box)
 {
@@ -721,13 +742,18 @@ __device__ __noinline__ inline double precise_room_call(vec4<double> precise_p, 
 /// its box and of its capsule (precise_room; a call when `Call`), and its room is measured in float64,
 /// so that the walk still goes to the nearer of boxes the float distance cannot tell apart (a pile of
 /// points within a metre, a great circle seen from its pole) instead of sweeping them in key order.
-template <bool Call = false>
+/// `Far`: a list whose worst entry lies farther than tree_far_chord2 also tests sphere_box_distance2.
+template <bool Call = false, bool Far = false>
 __device__ __forceinline__ unsigned box_room(float3 const& p, vec4<double> const& precise_p, tree_node const& box,
                                              tree_precise_node const& precise_box, tree_capsule const& capsule,
                                              search_bounds const& bounds, double worst)
 {
-  float const bound = box_distance2(p, box);
+  float bound = box_distance2(p, box);
   if (!(bound <= bounds.upper)) { return 0u; }
+  if (Far && bounds.upper > tree_far_chord2) {
+    bound = fmaxf(bound, sphere_box_distance2(p, box));
+    if (!(bound <= bounds.upper)) { return 0u; }
+  }
   bool const sure = bound < bounds.lower;
   bool const thin = box.low.w != 0.f;
   if (sure && !thin) { return __float_as_uint(bounds.upper - bound) + 1u; }
@@ -1231,8 +1257,8 @@ __device__ __forceinline__ bool is_seed_leaf(tree_view const& tree, std::size_t 
 /// and 2 entries, the warp may rank the entries that pass together: scan_leaf_together). Control flow and
 /// the node and leaf loads are the same across the warp (broadcasts). When few of the shared steps are of
 /// use to any thread (tree_shared_walk_share), each goes on alone from where the warp stands, with a stack
-/// of its own. `stack`: the warp's, in shared memory.
-template <int K, walk_goal Goal>
+/// of its own. `stack`: the warp's, in shared memory. `Far`: box_room's.
+template <int K, walk_goal Goal, bool Far>
 __device__ __forceinline__ void walk_tree(tree_view const& tree, float3 const& p, vec4<double> const& precise_p, knn_list<K>& list,
                                           search_bounds& bounds, bool near_ties, std::size_t seed, std::uint32_t* stack)
 {
@@ -1241,7 +1267,7 @@ __device__ __forceinline__ void walk_tree(tree_view const& tree, float3 const& p
   // they stand for the larger worst entry, which only tests more); a kth_bound walk from the start.
   bool const may_allow_near_ties = K < 32 && *tree.ties_unordered == 0;
   auto const room = [&](std::size_t node) {
-    return box_room<(K >= 32)>(p, precise_p, tree.nodes[node], tree.precise_nodes[node], tree.capsules[node], bounds, walk_threshold<Goal>(list, near_ties));
+    return box_room<(K >= 32), Far>(p, precise_p, tree.nodes[node], tree.precise_nodes[node], tree.capsules[node], bounds, walk_threshold<Goal>(list, near_ties));
   };
   auto const is_seed = [&](std::size_t leaf_node) { return is_seed_leaf(tree, seed, leaf_node); };
   int depth = 0;  // the same in every thread of the warp, as is `node`
@@ -1341,7 +1367,8 @@ __device__ __forceinline__ void walk_tree(tree_view const& tree, float3 const& p
 /// warp's, in shared memory. Each thread scans its seed's leaves first, then its warp scans its region's
 /// leaves (warp_region_leaves, lists of 1 entry) or walks the tree (walk_tree). A walk_goal::kth_bound
 /// search returns k references no farther than the k-th nearest by tree_kth_bound_slack instead.
-template <int K, walk_goal Goal, class Index, class T>
+/// `Deferred`: the observations are those a cell-list query leaves to the walk (tree_search).
+template <int K, walk_goal Goal, bool Deferred, class Index, class T>
 __device__ __forceinline__ void tree_search_one(points_ref<T> const& observations, std::size_t t, std::size_t searched,
                                                 std::uint32_t const* order, tree_view const& tree, neighbors_ref<Index, T> const& result,
                                                 int k, double limit, double scale, std::uint32_t* stack)
@@ -1373,7 +1400,7 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
   // answer is the walk's, exact (no near-ties; ties to the smallest index). A warp whose region is too large
   // (a thread with a loose bound, a curve of references seen from afar) walks on from its seeds.
   bool walks = true;
-  if constexpr (tree_tries_regions<K, Goal>) {
+  if constexpr (tree_tries_regions<K, Goal> && !Deferred) {
     int const found = warp_region_leaves(tree, valid, p, bounds.upper, stack);
     if (found >= 0) {
       std::uint32_t const* const leaves = stack + 2 * tree_region_front;
@@ -1388,7 +1415,7 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
       walks = false;
     }
   }
-  if (walks) { walk_tree<K, Goal>(tree, p, precise_p, list, bounds, near_ties, seed, stack); }
+  if (walks) { walk_tree<K, Goal, Deferred>(tree, p, precise_p, list, bounds, near_ties, seed, stack); }
   if (!active) { return; }
   list.write(result, i, k, lat, lon, tree.coordinates, scale);
   if (!valid && result.invalid_count != nullptr) { atomicAdd(result.invalid_count, 1ull); }
@@ -1398,8 +1425,19 @@ __device__ __forceinline__ void tree_search_one(points_ref<T> const& observation
 /// loop taking position t of `order`. With `order_count` set, only the first *order_count (≤ n)
 /// entries of `order` are searched: a count another kernel left on the device, so the grid is sized
 /// for n and its stride loop ends early. Writes row order[t] of `result` and adds the invalid
-/// observations to result.invalid_count when it is set. `Goal`: tree_search_one's.
-template <int K, class Index, class T, walk_goal Goal = walk_goal::nearest>
+/// observations to result.invalid_count when it is set. `Goal`: tree_search_one's. `Deferred`: the
+/// observations are those a cell-list query leaves to the walk, those of cells whose lists would be
+/// long: mostly far from references that lie near each other, seen edge-on from afar. Their warps try
+/// no regions, which rarely fit and, where they do, scan leaves a walk nearest first would skip, and
+/// their walks also test sphere_box_distance2 (box_room's `Far`), which lets in about half the boxes
+/// of such walks (its comment) and costs the others' some 6 %. Measured on an H200 (thirty-fifth
+/// session, 2^24 × 2^14, k = 1, bench_hostile tree_index exact; ms against main, which had neither,
+/// and against regions alone off): grid_0.01deg_region 19.08 → 16.03 (16.93), refs_one_meridian
+/// 11.93 → 10.33 (10.59), the pole circle 15.63 → 16.00 (15.09), cell_3m 13.55 → 13.76 (12.96), one
+/// meridian 7.17 → 8.19 (8.11), uniform 1.677 → 1.678 (no observation walks). The grid took 16.10 before
+/// the regions (07c98c9) and 20.17 with them. The same test in every walk cost uniform inputs at
+/// 2^20 × 2^20 up to 3 % (k = 16) and the pole circle 6 % (k = 1), hence a kernel of its own.
+template <int K, class Index, class T, walk_goal Goal = walk_goal::nearest, bool Deferred = false>
 __global__ void __launch_bounds__(tree_search_threads, tree_search_min_blocks(K))
   tree_search(points_ref<T> observations, std::size_t n, std::uint32_t const* order, tree_view tree,
               neighbors_ref<Index, T> result, int k, double limit, double scale, std::uint32_t const* order_count = nullptr)
@@ -1408,7 +1446,8 @@ __global__ void __launch_bounds__(tree_search_threads, tree_search_min_blocks(K)
   std::size_t const searched = order_count != nullptr ? *order_count : n;
   // A whole block takes each position range, so that every warp walks with all its lanes.
   for (std::size_t base = blockIdx.x * std::size_t{blockDim.x}; base < searched; base += std::size_t{gridDim.x} * blockDim.x) {
-    tree_search_one<K, Goal>(observations, base + threadIdx.x, searched, order, tree, result, k, limit, scale, stacks[threadIdx.x / 32]);
+    tree_search_one<K, Goal, Deferred>(observations, base + threadIdx.x, searched, order, tree, result, k, limit, scale,
+                                       stacks[threadIdx.x / 32]);
   }
 }
 
