@@ -39,7 +39,7 @@ highest bit in which its first and last primary keys differ (Karras), from its r
 holds the observation's key), and a BVH split at the spatial median of each node's longest axis (cuBQL's gpuBuilder's
 rule).
 classes: uniform, pole_circle (1e-7 rad, float32 degrees), cell_3m (distinct points within 3 m),
-one_meridian.
+one_meridian, grid_region (bench_hostile's grid_0.01deg_region references).
 
 It counts the walk's work, not its time: on an H200 the Hilbert order that takes a uniform warp's walk
 from 124 to 88 steps here (2^20 x 2^20, k = 16) left the search's time within 2.5 % (docs/performance.md,
@@ -64,6 +64,10 @@ ANCHORED = False
 # --near-tie E: a box tested in float64 is measured against (1 − E) times the worst entry instead of the worst entry (branch
 # near-tie-threshold's tree_near_tie, here from the first step on).
 NEAR_TIE = 0.0
+# --sphere-bound: a box is also pruned when 2 − 2 max(q·x over its corners) (a lower bound of the squared chord to any unit
+# vector in it) minus 2^-19 exceeds the worst entry, once the worst entry is above 0.5 (box_room's far test,
+# sphere_box_distance2, thirty-fifth session).
+SPHERE_BOUND = False
 
 
 def unit(lat, lon):
@@ -300,6 +304,10 @@ class Threads:
         d = np.maximum(np.maximum(tree.flow[v] - fQ, fQ - tree.fhigh[v]), np.float32(0))
         with np.errstate(over="ignore"):  # an empty box: +inf
             bound = (d * d).sum(1, dtype=np.float32)
+        if SPHERE_BOUND and np.all(np.isfinite(tree.low[v])):
+            corner = np.maximum(Q * tree.low[v], Q * tree.high[v]).sum(1)
+            far = (up > 0.5) & (2 - 2 * corner - 2.0 ** -19 > up)
+            bound = np.where(far, np.float32(np.inf), bound)
         r = np.zeros(len(Q))
         sure = bound < lo
         r[sure] = (up - bound)[sure] + 1.0
@@ -570,6 +578,10 @@ def make(cls, m, rng):
         return unit(lat0 + np.degrees(r * np.sin(a)), lon0 + np.degrees(r * np.cos(a)) / np.cos(np.radians(lat0)))
     if cls == "one_meridian":
         return unit(rng.uniform(-90, 90, m).astype(np.float32), np.zeros(m, np.float32))
+    if cls == "grid_region":  # bench_hostile's grid_0.01deg_region: a 1 x 1 degree region rounded to 0.01 degree
+        lat = np.round(rng.uniform(40, 41, m) * 100) / 100
+        lon = np.round(rng.uniform(-74, -73, m) * 100) / 100
+        return unit(lat.astype(np.float32), lon.astype(np.float32))
     raise SystemExit("unknown class " + cls)
 
 
@@ -588,9 +600,12 @@ def main():
     ap.add_argument("--no-margins", action="store_true", help="the float64 tests without their rounding margins")
     ap.add_argument("--anchored", action="store_true", help="ranking and undecided boxes measured from an anchor")
     ap.add_argument("--near-tie", type=float, default=0.0, help="float64 box tests against (1 - E) times the worst entry")
+    ap.add_argument("--sphere-bound", action="store_true", help="far walks also test the sphere's bound (box_room's far test)")
+    ap.add_argument("--by-distance", action="store_true", help="also the leaves a walk scans by the observation's angle to the references' mean")
     args = ap.parse_args()
-    global MARGIN, ANCHORED, NEAR_TIE
+    global MARGIN, ANCHORED, NEAR_TIE, SPHERE_BOUND
     NEAR_TIE = args.near_tie
+    SPHERE_BOUND = args.sphere_bound
     MARGIN = 0.0 if args.no_margins else 1.0
     ANCHORED = args.anchored
     if args.peer_workload:
@@ -626,6 +641,14 @@ def main():
             print(f"{cls:12s} m={args.m} k={args.k} {kind:8s} boxes mean {c[:, 0].mean():7.1f} p90 {np.percentile(c[:, 0], 90):7.1f}"
                   f"  float64 {c[:, 1].mean():7.1f}  leaves mean {c[:, 2].mean():6.1f} p90 {np.percentile(c[:, 2], 90):6.1f}"
                   + (f"  anchored float {c[:, 3].mean():7.1f}" if args.anchored else ""), flush=True)
+            if args.by_distance:
+                centre = R.mean(0) / np.linalg.norm(R.mean(0))
+                angle = np.degrees(np.arccos(np.clip(obs @ centre, -1, 1)))
+                for low in range(0, 180, 30):
+                    sel = (angle >= low) & (angle < low + 30)
+                    if sel.any():
+                        print(f"{'':12s}   {low:3d}-{low + 30:3d} deg: {sel.sum():4d} observations, leaves mean {c[sel, 2].mean():6.1f}"
+                              f" max {c[sel, 2].max():4.0f}, boxes mean {c[sel, 0].mean():6.1f}", flush=True)
             if args.warps:
                 wr = np.random.default_rng(11)
                 z = wr.uniform(-1, 1, args.n)

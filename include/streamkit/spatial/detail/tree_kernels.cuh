@@ -641,10 +641,11 @@ __device__ __forceinline__ float box_distance2(float3 const& p, tree_node const&
 /// unit vectors c² = 2 − 2 p·r, and p·r is at most the largest value of the linear p·x over the box, at a
 /// corner. A box around a patch of the sphere reaches towards p by about its own width where p sees the patch
 /// edge-on, from the other side of the sphere, which box_distance2 counts and this does not: there it lets
-/// in about half the boxes (a CPU count of tree_walk_sim.py's walk, 2^14 references on the 0.01-degree grid
-/// of bench_hostile's grid_0.01deg_region, 400 uniform observations: box_distance2 alone scans 2.1–2.5 times
-/// the leaves for those 90° to 180° away, 1.4 times at 60° to 90°, 1.05 times at 30° to 60°; no change for
-/// the pole circle, a 3 m cell or uniform references). It is no use near p, where its absolute error
+/// in about half the boxes (`benchmarks/tree_walk_sim.py --classes grid_region --m 16384 --sample 400 --keys
+/// morton --by-distance`, with and without `--sphere-bound`: bench_hostile's 0.01-degree grid, 400 uniform
+/// observations; box_distance2 alone scans 2.1–2.5 times the leaves for those 90° to 180° from the grid, 1.4
+/// times at 60° to 90°, 1.05 times at 30° to 60°; none for the pole circle, a 3 m cell or uniform
+/// references, 1.2 times on one meridian). It is no use near p, where its absolute error
 /// (below) is all of the distance. Error: p is off its float64 vector v by at
 /// most u = 2^-24 of each component (v·r ≤ p·r + u), the corner's products and their sum by 3√3 u (the
 /// coordinates within [−1, 1] but for the outward rounding), 2 − 2m by 4u, and |v|², |r|² ≥ 1 − 2^-49: the
